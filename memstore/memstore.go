@@ -1,0 +1,251 @@
+// Package memstore is an in-process ratekeeper.Store, for a single
+// instance or for tests. It runs the same Go models that the Lua scripts
+// of redisstore are tested against, so both stores decide alike.
+//
+// Keys live in sharded maps, each shard under its own lock. A key expires
+// once its state is full again (nothing is lost: a fresh key decides the
+// same), and a background sweep frees the memory of expired keys. The
+// number of keys is bounded (see WithMaxKeys).
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// Defaults for the options.
+const (
+	DefaultMaxKeys       = 1 << 20
+	DefaultSweepInterval = time.Minute
+)
+
+const (
+	maxShards = 64
+	// evictionSample is how many keys a full shard compares to choose the
+	// one to evict.
+	evictionSample = 16
+)
+
+// Store is an in-process ratekeeper.Store. It is safe for concurrent use.
+// Call Close to stop its background sweep.
+type Store struct {
+	seed          maphash.Seed
+	shards        []shard
+	maxKeys       int
+	perShard      int
+	now           func() time.Time
+	sweepInterval time.Duration
+	evictions     atomic.Int64
+	stop          chan struct{}
+	stopOnce      sync.Once
+	done          chan struct{}
+}
+
+var _ ratekeeper.Store = (*Store)(nil)
+
+type shard struct {
+	mu      sync.Mutex
+	entries map[entryKey]*entry
+	_       [48]byte // keep shards on separate cache lines
+}
+
+// entryKey keeps the states of different algorithms apart for one key,
+// without building a string per decision.
+type entryKey struct{ algorithm, key string }
+
+// entry is one key's state under one algorithm.
+type entry struct {
+	state   ratekeeper.State
+	expires int64 // microseconds; the state is full again from then on
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithMaxKeys bounds the number of keys the store holds (default
+// DefaultMaxKeys). Keys are spread over shards, and each shard holds at
+// most its share, rounded up. When a new key finds its shard full, the
+// store evicts, among a sample of 16 keys of that shard, the one whose
+// state would expire first (an expired one, if any): the key that carries
+// the least information. An evicted key starts again full. Memory stays
+// bounded under any number of distinct keys; Evictions counts them.
+func WithMaxKeys(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxKeys = n
+		}
+	}
+}
+
+// WithSweepInterval sets how often a background goroutine frees the
+// memory of expired keys (default DefaultSweepInterval); 0 disables it.
+// Expired keys are never used either way: they decide as fresh keys.
+func WithSweepInterval(d time.Duration) Option {
+	return func(s *Store) { s.sweepInterval = d }
+}
+
+// WithClock makes the store read the time from now instead of the system
+// clock, for deterministic tests.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		seed:          maphash.MakeSeed(),
+		maxKeys:       DefaultMaxKeys,
+		now:           time.Now,
+		sweepInterval: DefaultSweepInterval,
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	for _, opt := range opts {
+		opt(s)
+	}
+	n := maxShards
+	for n > 1 && s.maxKeys/n < evictionSample {
+		n /= 2 // small bounds: fewer, fuller shards keep the bound tight
+	}
+	s.shards = make([]shard, n)
+	for i := range s.shards {
+		s.shards[i].entries = make(map[entryKey]*entry)
+	}
+	s.perShard = (s.maxKeys + n - 1) / n
+	if s.sweepInterval > 0 {
+		go s.sweepLoop()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Close stops the background sweep. The store stays usable.
+func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return nil
+}
+
+// MaxKeys returns the bound on the number of keys: the per-shard bound
+// times the number of shards, which is WithMaxKeys rounded up.
+func (s *Store) MaxKeys() int { return s.perShard * len(s.shards) }
+
+// Len returns the number of keys held, expired ones included until swept.
+func (s *Store) Len() int {
+	total := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		total += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return total
+}
+
+// Evictions returns how many keys were evicted because their shard was
+// full.
+func (s *Store) Evictions() int64 { return s.evictions.Load() }
+
+// Decide runs spec's model for key under the key's shard lock.
+func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
+	if err := spec.Validate(); err != nil {
+		return ratekeeper.Result{}, err
+	}
+	now := s.now().UnixMicro()
+	k := entryKey{spec.Algorithm, key}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.entries[k]
+	if e == nil {
+		var st ratekeeper.State
+		res := spec.Step(&st, now, n)
+		if res.Allowed && n > 0 {
+			s.makeRoom(sh, now)
+			sh.entries[k] = &entry{state: st, expires: now + res.ResetAfter.Microseconds()}
+		}
+		return res, nil
+	}
+	if now >= e.expires {
+		e.state = ratekeeper.State{} // full again: the same as a fresh key
+	}
+	res := spec.Step(&e.state, now, n)
+	if res.Allowed && n > 0 {
+		e.expires = now + res.ResetAfter.Microseconds()
+	}
+	return res, nil
+}
+
+// Reset forgets key's state under spec.
+func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	delete(sh.entries, entryKey{spec.Algorithm, key})
+	sh.mu.Unlock()
+	return nil
+}
+
+func (s *Store) shard(key string) *shard {
+	if len(s.shards) == 1 {
+		return &s.shards[0]
+	}
+	return &s.shards[maphash.String(s.seed, key)%uint64(len(s.shards))]
+}
+
+// makeRoom evicts one key if sh is full. sh.mu is held.
+func (s *Store) makeRoom(sh *shard, now int64) {
+	if len(sh.entries) < s.perShard {
+		return
+	}
+	var victim entryKey
+	var earliest int64
+	seen := 0
+	for k, e := range sh.entries { // map order is random: a fair sample
+		if seen == 0 || e.expires < earliest {
+			victim, earliest = k, e.expires
+		}
+		if seen++; seen == evictionSample || earliest <= now {
+			break
+		}
+	}
+	delete(sh.entries, victim)
+	if earliest > now {
+		s.evictions.Add(1)
+	}
+}
+
+func (s *Store) sweepLoop() {
+	defer close(s.done)
+	ticker := time.NewTicker(s.sweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ticker.C:
+			s.Sweep()
+		}
+	}
+}
+
+// Sweep frees the memory of every expired key now, one shard at a time.
+// The background sweep calls it; call it yourself if you disabled that.
+func (s *Store) Sweep() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		now := s.now().UnixMicro()
+		for k, e := range sh.entries {
+			if now >= e.expires {
+				delete(sh.entries, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}

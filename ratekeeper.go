@@ -1,0 +1,239 @@
+// Package ratekeeper is a distributed rate limiter.
+//
+// A Limiter applies one Policy (such as a TokenBucket) to any number of
+// keys, one per caller. It asks a Store for every decision: redisstore makes
+// the decision atomically inside Redis with a Lua script, so any number of
+// application servers share one limit; memstore makes the same decision in
+// process, with the same Go model the scripts are tested against.
+//
+//	lim, err := ratekeeper.New(store, ratekeeper.TokenBucket{
+//		Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
+//	res, err := lim.Allow(ctx, "user:123")     // cost 1
+//	res, err = lim.AllowN(ctx, "user:123", 5)  // cost 5, all or nothing
+//	res, err = lim.Peek(ctx, "user:123")       // consumes nothing
+//	err = lim.Reset(ctx, "user:123")
+//	err = lim.Wait(ctx, "user:123")            // blocks until allowed
+//
+// Every decision is exact: a denied request consumes nothing, a cost is
+// taken whole or not at all, and Result.RetryAfter is the true time until
+// the same request could pass. Time is the store's: Redis's server clock
+// for redisstore, so application servers with skewed clocks agree.
+package ratekeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MaxKeyLen is the longest key, in bytes, that a Limiter accepts.
+const MaxKeyLen = 512
+
+// Errors returned for input that can never succeed. Test for them with
+// errors.Is; the returned errors carry the details.
+var (
+	// ErrInvalidPolicy: a policy's parameters are out of range.
+	ErrInvalidPolicy = errors.New("ratekeeper: invalid policy")
+	// ErrInvalidKey: a key is empty or longer than MaxKeyLen.
+	ErrInvalidKey = errors.New("ratekeeper: invalid key")
+	// ErrInvalidCost: a cost is negative or more than the policy can ever
+	// admit. The latter also matches ErrCostTooHigh.
+	ErrInvalidCost = errors.New("ratekeeper: invalid cost")
+	// ErrCostTooHigh: a cost is larger than the policy can ever admit (for
+	// a TokenBucket, more than its Capacity), so waiting would not help.
+	ErrCostTooHigh = errors.New("ratekeeper: cost exceeds what the policy can ever admit")
+)
+
+// Result is the outcome of one decision.
+type Result struct {
+	// Allowed reports whether the request may proceed. For a peek (cost 0)
+	// it reports whether a request of cost 1 would be allowed now.
+	Allowed bool
+	// Limit is the policy's capacity, or its requests per window.
+	Limit int64
+	// Remaining is what is left after this decision, exactly: a token
+	// bucket refilling 0.1 token per interval reports 0.3, never 0.
+	Remaining float64
+	// RetryAfter is 0 when allowed; otherwise the time until the same
+	// request (for a peek, one of cost 1) could be allowed.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the limiter is back to its full
+	// capacity, as if the key had never been used.
+	ResetAfter time.Duration
+}
+
+// Store decides requests for a Limiter and keeps the state of its keys.
+// Implementations are safe for concurrent use, and make each decision
+// atomically: redisstore in one Lua script call, memstore under a lock.
+// Stores are called with validated input: a Spec from New, a valid key,
+// and 0 <= n <= spec.MaxCost.
+type Store interface {
+	// Decide takes n from key under spec and reports the Result. It
+	// consumes nothing when the request is denied, and n = 0 only peeks.
+	Decide(ctx context.Context, key string, spec Spec, n int64) (Result, error)
+	// Reset forgets key's state under spec, so the key starts full again.
+	Reset(ctx context.Context, key string, spec Spec) error
+}
+
+// Limiter applies one Policy to many keys through a Store. It is safe for
+// concurrent use by any number of goroutines.
+type Limiter struct {
+	store  Store
+	policy Policy
+	spec   Spec
+	name   string
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithName names the limiter's policy, for response headers and metrics.
+// The default is the policy's algorithm, such as "token_bucket".
+func WithName(name string) Option {
+	return func(l *Limiter) { l.name = name }
+}
+
+// New returns a Limiter that applies policy to keys kept in store. It
+// validates the policy (errors wrap ErrInvalidPolicy) and never contacts
+// the store, so an application can start while Redis is down.
+func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("ratekeeper: nil Store")
+	}
+	if policy == nil {
+		return nil, fmt.Errorf("%w: nil Policy", ErrInvalidPolicy)
+	}
+	spec, err := policy.Spec()
+	if err != nil {
+		return nil, err
+	}
+	// Also checked for policies defined outside this package.
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Limiter{store: store, policy: policy, spec: spec, name: spec.Algorithm}
+	for _, opt := range opts {
+		opt(l)
+	}
+	return l, nil
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// Spec returns the validated, integer form of the limiter's policy.
+func (l *Limiter) Spec() Spec { return l.spec }
+
+// Name returns the limiter's name (see WithName).
+func (l *Limiter) Name() string { return l.name }
+
+// Allow reports whether one request for key may proceed now, and consumes
+// one unit of the limit if so. It is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether a request of cost n for key may proceed now. The
+// cost is taken whole or not at all; a denied request consumes nothing.
+// n = 0 is Peek. A negative n, or one larger than the policy can ever
+// admit, is an error wrapping ErrInvalidCost.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	if err := checkKey(key); err != nil {
+		return Result{}, err
+	}
+	if err := l.checkCost(n); err != nil {
+		return Result{}, err
+	}
+	return l.store.Decide(ctx, key, l.spec, n)
+}
+
+// Peek reports key's current state without consuming anything. Allowed and
+// RetryAfter answer for a request of cost 1.
+func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 0)
+}
+
+// Reset forgets key's state, so it starts again at its full capacity.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return l.store.Reset(ctx, key, l.spec)
+}
+
+// Wait blocks until one request for key is allowed, and consumes it. It is
+// WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) error {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until a request of cost n for key is allowed, and consumes
+// it; n = 0 returns at once. It returns ctx's error if ctx ends first, and returns at once, with
+// an error matching context.DeadlineExceeded, when the wait would outlast
+// ctx's deadline. Other waiters may take the allowance first, in which
+// case WaitN waits again.
+func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
+	if n == 0 {
+		// Nothing to take: like AllowN, only the input is checked.
+		if err := checkKey(key); err != nil {
+			return err
+		}
+		return l.checkCost(n)
+	}
+	var timer *time.Timer
+	for {
+		res, err := l.AllowN(ctx, key, n)
+		if err != nil {
+			return err
+		}
+		if res.Allowed {
+			return nil
+		}
+		wait := res.RetryAfter
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return fmt.Errorf("ratekeeper: waiting %v for %q would outlast the context deadline: %w",
+				wait, key, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+func (l *Limiter) checkCost(n int64) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("%w: negative cost %d", ErrInvalidCost, n)
+	case n > l.spec.MaxCost:
+		return costTooHighError{n: n, max: l.spec.MaxCost}
+	}
+	return nil
+}
+
+// costTooHighError matches both ErrInvalidCost and ErrCostTooHigh.
+type costTooHighError struct{ n, max int64 }
+
+func (e costTooHighError) Error() string {
+	return fmt.Sprintf("ratekeeper: cost %d can never be admitted: the policy admits at most %d at once", e.n, e.max)
+}
+
+func (e costTooHighError) Unwrap() []error { return []error{ErrInvalidCost, ErrCostTooHigh} }

@@ -1,0 +1,177 @@
+// Package redisstore is a ratekeeper.Store kept in Redis: every decision is
+// one atomic Lua script call, so any number of application servers share
+// one limit. It works with a standalone Redis, Sentinel (failover clients)
+// and Redis Cluster, through go-redis's redis.UniversalClient.
+//
+// The scripts read the server's clock (TIME), keep integer state, and set
+// an expiry on every key at the moment its state would be full again, so
+// idle keys vanish without changing any decision. They are sent with
+// EVALSHA and loaded on demand: a SCRIPT FLUSH, a restart or a failover
+// never surfaces as an error.
+package redisstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// algorithm is how one ratekeeper algorithm runs in Redis.
+type algorithm struct {
+	script *redis.Script
+	params int      // how many of Spec.Params the script reads
+	keys   []string // suffixes of the keys it touches, after the hash tag
+}
+
+var algorithms = map[string]algorithm{
+	ratekeeper.AlgorithmTokenBucket: {script: mustScript("token_bucket.lua"), params: 3, keys: []string{":tb"}},
+}
+
+func mustScript(name string) *redis.Script {
+	src, err := luaFiles.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time; cannot happen
+	}
+	return redis.NewScript(string(src))
+}
+
+// DefaultKeyPrefix begins every Redis key the store writes.
+const DefaultKeyPrefix = "rk:"
+
+// Expiry slack, added to the time at which a key's state is full again: a
+// millisecond covers the rounding of microseconds up to PX milliseconds;
+// with a supplied clock, Redis counts the expiry on its own clock, so
+// allow a second for the two clocks to disagree.
+const (
+	serverClockSlack   = 1
+	suppliedClockSlack = 1000
+)
+
+// Store keeps ratekeeper state in Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	now    func() time.Time
+}
+
+var _ ratekeeper.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithKeyPrefix sets the prefix of every Redis key (default
+// DefaultKeyPrefix), to keep several applications apart in one Redis.
+// Braces in the prefix are escaped, so they never form a hash tag.
+func WithKeyPrefix(prefix string) Option {
+	return func(s *Store) { s.prefix = escapeBraces(prefix) }
+}
+
+// WithClock makes the store take the time from now instead of from the
+// Redis server's clock (TIME). Use it for deterministic tests, or with a
+// managed Redis that rejects TIME in scripts; all application servers
+// sharing a limit should then have synchronized clocks.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// New returns a Store over client. It does not contact Redis: scripts are
+// loaded on first use, so an application can start while Redis is down.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{client: client, prefix: DefaultKeyPrefix}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
+}
+
+// Decide runs spec's script for key, atomically, in one round trip.
+func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
+	alg, ok := algorithms[spec.Algorithm]
+	if !ok {
+		return ratekeeper.Result{}, fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+	}
+	args := make([]any, 0, 3+len(spec.Params))
+	if s.now == nil {
+		args = append(args, n, "", serverClockSlack)
+	} else {
+		args = append(args, n, s.now().UnixMicro(), suppliedClockSlack)
+	}
+	for _, p := range spec.Params[:alg.params] {
+		args = append(args, p)
+	}
+	reply, err := alg.script.Run(ctx, s.client, s.keys(key, alg), args...).Result()
+	if err != nil {
+		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
+	}
+	return parseReply(spec, reply)
+}
+
+// Reset deletes key's state under spec.
+func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) error {
+	alg, ok := algorithms[spec.Algorithm]
+	if !ok {
+		return fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+	}
+	if err := s.client.Del(ctx, s.keys(key, alg)...).Err(); err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+	}
+	return nil
+}
+
+// Key returns the Redis key that holds key's state under spec: the caller's
+// key inside a hash tag, so that different callers spread over the slots
+// of a Redis Cluster while all the keys of one caller share a slot.
+func (s *Store) Key(key string, spec ratekeeper.Spec) string {
+	alg, ok := algorithms[spec.Algorithm]
+	if !ok {
+		return ""
+	}
+	return s.keys(key, alg)[0]
+}
+
+func (s *Store) keys(key string, alg algorithm) []string {
+	tag := s.prefix + "{" + escapeBraces(key) + "}"
+	keys := make([]string, len(alg.keys))
+	for i, suffix := range alg.keys {
+		keys[i] = tag + suffix
+	}
+	return keys
+}
+
+// escapeBraces keeps a caller's key from closing the hash tag early (or
+// leaving it empty, which would hash each key on its own): "}" becomes
+// "%7D", "{" "%7B", and "%" "%25", so distinct keys stay distinct.
+func escapeBraces(key string) string {
+	if !strings.ContainsAny(key, "{}%") {
+		return key
+	}
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
+}
+
+var errReply = errors.New("redisstore: unexpected script reply")
+
+// parseReply reads the scripts' reply {allowed, remaining, retry after,
+// reset after}, in the Spec's integer units.
+func parseReply(spec ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
+	fields, ok := reply.([]any)
+	if !ok || len(fields) != 4 {
+		return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
+	}
+	var v [4]int64
+	for i, f := range fields {
+		if v[i], ok = f.(int64); !ok {
+			return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
+		}
+	}
+	return spec.Result(v[0] == 1, v[1], v[2], v[3]), nil
+}
