@@ -1,0 +1,98 @@
+package ratekeeper_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
+)
+
+func ExampleNew() {
+	// Bursts of up to 10 requests, refilled at 1 request per second. With
+	// redisstore.New(client) instead of memstore.New(), the limit is shared
+	// by every server using that Redis.
+	lim, err := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	res, err := lim.Allow(context.Background(), "user:123")
+	if err != nil {
+		panic(err) // the store failed: decide whether to fail open or closed
+	}
+	fmt.Println(res.Allowed, res.Remaining, res.Limit)
+	// Output: true 9 10
+}
+
+func ExampleNew_invalidPolicy() {
+	_, err := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 10, RefillRate: 0, RefillInterval: time.Second})
+	fmt.Println(err)
+	// Output: ratekeeper: invalid policy: TokenBucket RefillRate must be a positive finite number, got 0
+}
+
+func ExampleLimiter_Allow() {
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 3, RefillRate: 1, RefillInterval: time.Hour})
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		res, _ := lim.Allow(ctx, "ip:203.0.113.7")
+		if res.Allowed {
+			fmt.Printf("allowed, %v left\n", res.Remaining)
+		} else {
+			fmt.Printf("denied, retry in %v\n", res.RetryAfter.Round(time.Minute))
+		}
+	}
+	// Output:
+	// allowed, 2 left
+	// allowed, 1 left
+	// allowed, 0 left
+	// denied, retry in 1h0m0s
+}
+
+func ExampleLimiter_AllowN() {
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 10, RefillRate: 1, RefillInterval: time.Hour})
+	ctx := context.Background()
+
+	res, _ := lim.AllowN(ctx, "batch:42", 7)
+	fmt.Println("cost 7:", res.Allowed, res.Remaining)
+	res, _ = lim.AllowN(ctx, "batch:42", 5) // all or nothing: takes nothing
+	fmt.Println("cost 5:", res.Allowed, res.Remaining)
+	_, err := lim.AllowN(ctx, "batch:42", 11) // can never pass
+	fmt.Println(err)
+	// Output:
+	// cost 7: true 3
+	// cost 5: false 3
+	// ratekeeper: cost 11 can never be admitted: the policy admits at most 10 at once
+}
+
+func ExampleLimiter_Wait() {
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 1, RefillRate: 1, RefillInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+
+	start := time.Now()
+	for i := 0; i < 3; i++ {
+		if err := lim.Wait(ctx, "job"); err != nil {
+			panic(err)
+		}
+	}
+	// The first passes at once, each other one waits for its refill.
+	fmt.Println(time.Since(start) >= 40*time.Millisecond)
+	// Output: true
+}
+
+func ExampleLimiter_Peek() {
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 2, RefillRate: 0.5, RefillInterval: time.Minute})
+	ctx := context.Background()
+	lim.Allow(ctx, "user:7")
+	lim.Allow(ctx, "user:7")
+	res, _ := lim.Peek(ctx, "user:7") // consumes nothing
+	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second), res.ResetAfter.Round(time.Second))
+	// Output: false 0 2m0s 4m0s
+}
