@@ -3,6 +3,7 @@ package ratekeeper
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -31,7 +32,12 @@ const (
 
 // Algorithm names, as they appear in Spec.Algorithm.
 const (
-	AlgorithmTokenBucket = "token_bucket"
+	AlgorithmTokenBucket          = "token_bucket"
+	AlgorithmGCRA                 = "gcra"
+	AlgorithmFixedWindow          = "fixed_window"
+	AlgorithmSlidingWindowLog     = "sliding_window_log"
+	AlgorithmSlidingWindowCounter = "sliding_window_counter"
+	AlgorithmLeakyBucket          = "leaky_bucket"
 )
 
 // Spec is a policy in the integer units its algorithm runs on: times in
@@ -59,6 +65,12 @@ func (s Spec) Validate() error {
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
 		return validateTokenBucket(&s)
+	case AlgorithmGCRA:
+		return validateGCRA(&s)
+	case AlgorithmFixedWindow, AlgorithmSlidingWindowLog, AlgorithmSlidingWindowCounter:
+		return validateWindow(&s)
+	case AlgorithmLeakyBucket:
+		return validateLeakyBucket(&s)
 	}
 	return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidPolicy, s.Algorithm)
 }
@@ -68,6 +80,7 @@ func (s Spec) Validate() error {
 type State struct {
 	live bool
 	v    [3]int64
+	log  *[]int64 // a sliding window log's request times, oldest first
 }
 
 // Step is the Spec's model: it decides a request of cost n at time now (in
@@ -83,6 +96,16 @@ func (s Spec) Step(st *State, now, n int64) Result {
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
 		return s.stepTokenBucket(st, now, n)
+	case AlgorithmGCRA:
+		return s.stepGCRA(st, now, n)
+	case AlgorithmFixedWindow:
+		return s.stepFixedWindow(st, now, n)
+	case AlgorithmSlidingWindowLog:
+		return s.stepSlidingWindowLog(st, now, n)
+	case AlgorithmSlidingWindowCounter:
+		return s.stepSlidingWindowCounter(st, now, n)
+	case AlgorithmLeakyBucket:
+		return s.stepLeakyBucket(st, now, n)
 	}
 	panic("ratekeeper: Step on an invalid Spec: " + s.Algorithm)
 }
@@ -138,3 +161,46 @@ func checkLimit(name string, n int64) error {
 
 // ceilDiv returns ⌈a/b⌉ for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// mulDiv returns ⌊a·b/c⌋ for a, b >= 0, c > 0, exactly, where a·b may
+// overflow 64 bits but the quotient does not. The scripts compute the same
+// by long division in doubles.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
+}
+
+// want is the cost a decision is evaluated for: a peek (n = 0) answers for
+// a request of cost 1.
+func want(n int64) int64 {
+	if n == 0 {
+		return 1
+	}
+	return n
+}
+
+// checkShape checks what every Spec shares: a Limit in range that is also
+// the largest cost, and a Window (the time over which Limit is granted, in
+// microseconds) that matches the parameters; a zero Window is filled in.
+func checkShape(s *Spec, window int64) error {
+	if err := checkLimit(s.Algorithm+" limit", s.Limit); err != nil {
+		return err
+	}
+	if s.MaxCost != s.Limit {
+		return fmt.Errorf("%w: %s MaxCost %d differs from its Limit %d", ErrInvalidPolicy, s.Algorithm, s.MaxCost, s.Limit)
+	}
+	if window <= 0 || window > maxPeriodMicros {
+		return fmt.Errorf("%w: %s window of %v is out of range (longest %v)",
+			ErrInvalidPolicy, s.Algorithm, time.Duration(window)*time.Microsecond, MaxPeriod)
+	}
+	w := time.Duration(window) * time.Microsecond
+	if s.Window != 0 && s.Window != w {
+		return fmt.Errorf("%w: %s Window %v does not match its parameters (%v)", ErrInvalidPolicy, s.Algorithm, s.Window, w)
+	}
+	s.Window = w
+	return nil
+}
+
+// maxPeriodMicros is MaxPeriod in microseconds.
+const maxPeriodMicros = int64(MaxPeriod / time.Microsecond)

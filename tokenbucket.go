@@ -64,30 +64,21 @@ func (p TokenBucket) Spec() (Spec, error) {
 // validateTokenBucket checks a token bucket Spec and fills in its Window.
 func validateTokenBucket(s *Spec) error {
 	capacity, rate, interval := s.Params[tbCapacity], s.Params[tbRate], s.Params[tbInterval]
-	if err := checkLimit("token bucket limit", s.Limit); err != nil {
-		return err
-	}
-	if capacity != s.Limit*Unit || s.MaxCost != s.Limit {
+	if capacity != s.Limit*Unit {
 		return fmt.Errorf("%w: token bucket capacity %d does not match its limit %d", ErrInvalidPolicy, capacity, s.Limit)
 	}
 	if rate <= 0 || rate > MaxLimit*Unit {
 		return fmt.Errorf("%w: token bucket refill rate of %d millionths is out of range", ErrInvalidPolicy, rate)
 	}
-	maxPeriod := int64(MaxPeriod / time.Microsecond)
-	if interval <= 0 || interval > maxPeriod {
+	if interval <= 0 || interval > maxPeriodMicros {
 		return fmt.Errorf("%w: token bucket refill interval of %dµs is out of range", ErrInvalidPolicy, interval)
 	}
 	steps := ceilDiv(capacity, rate)
-	if steps > maxPeriod/interval {
+	if steps > maxPeriodMicros/interval {
 		return fmt.Errorf("%w: the token bucket takes %d refills of %v to fill, longer than %v",
 			ErrInvalidPolicy, steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
 	}
-	window := time.Duration(steps*interval) * time.Microsecond
-	if s.Window != 0 && s.Window != window {
-		return fmt.Errorf("%w: token bucket window %v does not match its refills (%v)", ErrInvalidPolicy, s.Window, window)
-	}
-	s.Window = window
-	return nil
+	return checkShape(s, steps*interval)
 }
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
@@ -111,18 +102,15 @@ func (s Spec) stepTokenBucket(st *State, now, n int64) Result {
 			tokens, last = capacity, now
 		}
 	}
-	want := n * Unit
-	if n == 0 {
-		want = Unit // a peek answers for a request of cost 1
-	}
-	allowed := tokens >= want
+	need := want(n) * Unit
+	allowed := tokens >= need
 	if allowed && n > 0 {
-		tokens -= want
+		tokens -= need
 		st.live, st.v[0], st.v[1] = true, tokens, last
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
-		retryAfter = last + ceilDiv(want-tokens, rate)*interval - now
+		retryAfter = last + ceilDiv(need-tokens, rate)*interval - now
 	}
 	if tokens < capacity {
 		resetAfter = last + ceilDiv(capacity-tokens, rate)*interval - now

@@ -34,15 +34,26 @@ type algorithm struct {
 }
 
 var algorithms = map[string]algorithm{
-	ratekeeper.AlgorithmTokenBucket: {script: mustScript("token_bucket.lua"), params: 3, keys: []string{":tb"}},
+	ratekeeper.AlgorithmTokenBucket:          newAlgorithm("token_bucket.lua", 3, ":tb"),
+	ratekeeper.AlgorithmGCRA:                 newAlgorithm("gcra.lua", 2, ":gcra"),
+	ratekeeper.AlgorithmFixedWindow:          newAlgorithm("fixed_window.lua", 2, ":fw"),
+	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm("sliding_window_log.lua", 2, ":swl"),
+	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm("sliding_window_counter.lua", 2, ":swc"),
+	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm("leaky_bucket.lua", 2, ":lb"),
 }
 
-func mustScript(name string) *redis.Script {
-	src, err := luaFiles.ReadFile("lua/" + name)
+// newAlgorithm loads a script, after lib.lua, the helpers every script
+// shares.
+func newAlgorithm(file string, params int, keys ...string) algorithm {
+	lib, err := luaFiles.ReadFile("lua/lib.lua")
 	if err != nil {
 		panic(err) // embedded at build time; cannot happen
 	}
-	return redis.NewScript(string(src))
+	src, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		panic(err)
+	}
+	return algorithm{script: redis.NewScript(string(lib) + "\n" + string(src)), params: params, keys: keys}
 }
 
 // DefaultKeyPrefix begins every Redis key the store writes.

@@ -1,0 +1,22 @@
+-- Fixed window; the model is ratekeeper's fixedwindow.go.
+-- KEYS[1]  "<count>:<start of the window, µs>"; a key that lost its expiry
+--          is repaired once its window is over
+-- ARGV[4]  limit, ARGV[5] window (µs)
+
+local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local count, start = 0, now
+local c, s = decode(redis.call('GET', KEYS[1]), 2)
+if c and now < s + window then count, start = c, s end
+local allowed = 0
+if count + need <= limit then
+  allowed = 1
+  if n > 0 then
+    count = count + n
+    redis.call('SET', KEYS[1], string.format('%d:%d', count, start), 'PX', expire_ms(start + window - now))
+  end
+end
+local retry_after, reset_after = 0, 0
+if allowed == 0 then retry_after = start + window - now end
+if count > 0 then reset_after = start + window - now end
+return {allowed, (limit - count) * 1000000, retry_after, reset_after}

@@ -1,0 +1,78 @@
+package ratekeeper
+
+import "time"
+
+// SlidingWindowCounter allows about Limit requests in any rolling Window,
+// with the memory of a fixed window: it counts requests in windows aligned
+// to the clock, and weighs the previous window's count by the share of it
+// still inside the rolling window. The estimate assumes the previous
+// window's requests were spread evenly, so it may admit slightly more or
+// fewer than an exact log would; it smooths the boundary bursts of
+// FixedWindow at the cost of one small key.
+type SlidingWindowCounter struct {
+	// Limit is the number of requests allowed per window. 1 to MaxLimit.
+	Limit int64
+	// Window is the length of a window, in whole microseconds.
+	Window time.Duration
+}
+
+// Spec validates the policy and returns its integer form: Params holds
+// Limit and Window in microseconds.
+func (p SlidingWindowCounter) Spec() (Spec, error) {
+	return windowSpec(AlgorithmSlidingWindowCounter, "SlidingWindowCounter", MaxLimit, p.Limit, p.Window)
+}
+
+// stepSlidingWindowCounter is the model that redisstore's
+// sliding_window_counter.lua keeps. State: v[0] the start of the current
+// window (a multiple of Window), v[1] the previous window's count, v[2] the
+// current window's. The estimate at offset r into the window is
+// prev·(Window−r)/Window + curr, compared exactly in integers.
+func (s Spec) stepSlidingWindowCounter(st *State, now, n int64) Result {
+	limit, window := s.Params[windowLimit], s.Params[windowLength]
+	start := now - now%window
+	var prev, curr int64
+	if st.live {
+		switch {
+		case st.v[0] >= start: // this window (or the clock went back)
+			start, prev, curr = st.v[0], st.v[1], st.v[2]
+		case st.v[0] == start-window:
+			prev = st.v[2]
+		}
+	}
+	r := max(now-start, 0)
+	need := want(n)
+	// ⌈prev·(window−r)/window⌉: the previous window's weight, rounded up,
+	// which is exact for comparing with whole requests.
+	weighted := prev - mulDiv(prev, r, window)
+	room := limit - curr - need
+	allowed := room >= 0 && weighted <= room
+	if allowed && n > 0 {
+		curr += n
+		st.live, st.v = true, [3]int64{start, prev, curr}
+	}
+	var retryAfter, resetAfter int64
+	if !allowed {
+		// The first offset at which prev's weight fits in room, if it comes
+		// in this window; else the first in the next, where curr is prev.
+		at := window
+		if room >= 0 {
+			at = window - mulDiv(room, window, prev)
+		}
+		if at < window {
+			retryAfter = start + at - now
+		} else {
+			at = 0
+			if spare := limit - need; curr > spare {
+				at = window - mulDiv(spare, window, curr)
+			}
+			retryAfter = start + window + at - now
+		}
+	}
+	switch {
+	case curr > 0:
+		resetAfter = start + 2*window - now
+	case prev > 0:
+		resetAfter = start + window - now
+	}
+	return s.Result(allowed, max(limit-curr-weighted, 0)*Unit, retryAfter, resetAfter)
+}

@@ -1,0 +1,72 @@
+package ratekeeper
+
+import "time"
+
+// MaxLogLimit is the largest Limit of a SlidingWindowLog, whose memory
+// grows with it.
+const MaxLogLimit = 10_000
+
+// SlidingWindowLog allows Limit requests in any rolling Window, exactly:
+// it records the time of every admitted request (in Redis, a sorted set)
+// and counts those younger than Window. It never admits a burst across a
+// window boundary, at the price of memory and time that grow with Limit;
+// for large limits prefer SlidingWindowCounter or GCRA.
+type SlidingWindowLog struct {
+	// Limit is the number of requests allowed in any window. 1 to
+	// MaxLogLimit.
+	Limit int64
+	// Window is the length of the rolling window, in whole microseconds.
+	Window time.Duration
+}
+
+// Spec validates the policy and returns its integer form: Params holds
+// Limit and Window in microseconds.
+func (p SlidingWindowLog) Spec() (Spec, error) {
+	return windowSpec(AlgorithmSlidingWindowLog, "SlidingWindowLog", MaxLogLimit, p.Limit, p.Window)
+}
+
+// stepSlidingWindowLog is the model that redisstore's
+// sliding_window_log.lua keeps. State: the times of admitted requests,
+// sorted; a request admitted at t counts until t + Window.
+func (s Spec) stepSlidingWindowLog(st *State, now, n int64) Result {
+	limit, window := s.Params[windowLimit], s.Params[windowLength]
+	var log []int64
+	if st.live && st.log != nil {
+		log = *st.log
+	}
+	gone := 0
+	for gone < len(log) && log[gone] <= now-window {
+		gone++
+	}
+	kept := log[gone:]
+	need := want(n)
+	allowed := int64(len(kept))+need <= limit
+	if allowed && n > 0 {
+		if st.log == nil {
+			st.log = new([]int64)
+		}
+		log = append(log[:0], kept...)
+		at := len(log) // entries stay sorted even if the clock went back
+		for at > 0 && log[at-1] > now {
+			at--
+		}
+		for i := int64(0); i < n; i++ {
+			log = append(log, 0)
+		}
+		copy(log[at+int(n):], log[at:])
+		for i := at; i < at+int(n); i++ {
+			log[i] = now
+		}
+		kept = log
+		*st.log, st.live = log, true
+	}
+	var retryAfter, resetAfter int64
+	if !allowed {
+		// Wait until enough of the oldest entries have left.
+		retryAfter = kept[int64(len(kept))+need-limit-1] + window - now
+	}
+	if len(kept) > 0 {
+		resetAfter = kept[len(kept)-1] + window - now
+	}
+	return s.Result(allowed, (limit-int64(len(kept)))*Unit, retryAfter, resetAfter)
+}
