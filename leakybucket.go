@@ -29,7 +29,7 @@ type LeakyBucket struct {
 const (
 	lbCapacity = iota // billionths
 	lbRate            // billionths per microsecond
-	lbUnit            = 1_000_000_000
+	lbUnit     = 1_000_000_000
 )
 
 // Spec validates the policy and returns its integer form: Params holds
