@@ -41,6 +41,7 @@ type Store struct {
 	now           func() time.Time
 	sweepInterval time.Duration
 	evictions     atomic.Int64
+	validated     atomic.Pointer[ratekeeper.Spec] // the last Spec validated
 	stop          chan struct{}
 	stopOnce      sync.Once
 	done          chan struct{}
@@ -154,7 +155,7 @@ func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
 // Decide runs spec's model for key under the key's shard lock.
 func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
-	if err := spec.Validate(); err != nil {
+	if err := s.validate(&spec); err != nil {
 		return ratekeeper.Result{}, err
 	}
 	now := s.now().UnixMicro()
@@ -180,6 +181,20 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		e.expires = now + res.ResetAfter.Microseconds()
 	}
 	return res, nil
+}
+
+// validate checks a Spec before its model runs, once per distinct Spec in
+// a row: a Limiter always passes the same one.
+func (s *Store) validate(spec *ratekeeper.Spec) error {
+	if last := s.validated.Load(); last != nil && *last == *spec {
+		return nil
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	valid := *spec
+	s.validated.Store(&valid)
+	return nil
 }
 
 // Reset forgets key's state under spec.

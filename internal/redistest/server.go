@@ -1,0 +1,113 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a private redis-server on a loopback port, for tests that
+// pause, kill or restart Redis without disturbing the shared one.
+type Server struct {
+	Addr string
+	t    testing.TB
+	port int
+	cmd  *exec.Cmd
+}
+
+// StartServer starts a private, empty redis-server for t and stops it when
+// t ends. Like Addr, it skips t outside `make test`.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	Addr(t)
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server not found: %v", err)
+	}
+	s := &Server{t: t}
+	for attempt := 0; attempt < 5 && s.cmd == nil; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		if err := s.start(); err != nil {
+			t.Logf("redis-server on port %d: %v; trying another port", s.port, err)
+		}
+	}
+	if s.cmd == nil {
+		t.Fatal("could not start a private redis-server")
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// start runs redis-server on s.port and waits until it answers.
+func (s *Server) start() error {
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited: %v", err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			s.cmd = cmd
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("no answer within 5 s")
+}
+
+// Stop kills the server, as a crash would. It is safe to call twice.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	for i := 0; i < 100; i++ { // until the port is free again
+		if c, err := net.DialTimeout("tcp", s.Addr, 50*time.Millisecond); err == nil {
+			c.Close()
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	s.cmd = nil
+}
+
+// Restart starts an empty server on the same port after Stop.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("restart redis-server: %v", err)
+	}
+}
+
+// Client returns a client of this server, closed when the test ends.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}

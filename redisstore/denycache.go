@@ -1,0 +1,100 @@
+package redisstore
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+const denyShards = 16
+
+// denyCache remembers denials, so that a key denied until T is denied
+// locally, without Redis, until T. This is exact for Allowed and
+// RetryAfter because only time adds allowance: other servers can only take
+// more. It answers only the cost that was denied, for which RetryAfter is
+// known exactly.
+type denyCache struct {
+	seed     maphash.Seed
+	perShard int
+	shards   [denyShards]denyShard
+	hits     atomic.Int64
+}
+
+type denyShard struct {
+	mu      sync.Mutex
+	entries map[denyKey]denial
+}
+
+type denyKey struct {
+	spec ratekeeper.Spec
+	key  string
+}
+
+type denial struct {
+	cost  int64
+	at    time.Time // when the denied call was sent
+	until time.Time // at + RetryAfter: the request may pass from then on
+	res   ratekeeper.Result
+}
+
+func newDenyCache(maxKeys int) *denyCache {
+	c := &denyCache{seed: maphash.MakeSeed(), perShard: max(maxKeys/denyShards, 1)}
+	for i := range c.shards {
+		c.shards[i].entries = make(map[denyKey]denial)
+	}
+	return c
+}
+
+func (c *denyCache) shard(key string) *denyShard {
+	return &c.shards[maphash.String(c.seed, key)%denyShards]
+}
+
+// lookup answers a request of cost n at now from a remembered denial. The
+// answer's Remaining is the one Redis reported, and its ResetAfter is aged
+// by the time since.
+func (c *denyCache) lookup(spec ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	d, ok := sh.entries[denyKey{spec, key}]
+	sh.mu.Unlock()
+	if !ok || d.cost != max(n, 1) || !now.Before(d.until) {
+		return ratekeeper.Result{}, false
+	}
+	c.hits.Add(1)
+	res := d.res
+	res.RetryAfter = d.until.Sub(now)
+	res.ResetAfter = max(res.ResetAfter-now.Sub(d.at), res.RetryAfter)
+	return res, true
+}
+
+// remember records a denial of cost n for a call sent at sent.
+func (c *denyCache) remember(spec ratekeeper.Spec, key string, n int64, sent time.Time, res ratekeeper.Result) {
+	sh := c.shard(key)
+	k := denyKey{spec, key}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.entries[k]; !ok && len(sh.entries) >= c.perShard {
+		// Full: drop the expired among a sample, and at least one.
+		sampled := 0
+		for other, d := range sh.entries { // random order: a fair sample
+			if sampled == 0 || !sent.Before(d.until) {
+				delete(sh.entries, other)
+			}
+			if sampled++; sampled == 16 {
+				break
+			}
+		}
+	}
+	sh.entries[k] = denial{cost: max(n, 1), at: sent, until: sent.Add(res.RetryAfter), res: res}
+}
+
+// forget drops key's denial under spec.
+func (c *denyCache) forget(spec ratekeeper.Spec, key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	delete(sh.entries, denyKey{spec, key})
+	sh.mu.Unlock()
+}
