@@ -14,6 +14,11 @@
 //	err = lim.Reset(ctx, "user:123")
 //	err = lim.Wait(ctx, "user:123")            // blocks until allowed
 //
+// The policies are TokenBucket (the classic, with discrete refills), GCRA
+// (a continuously refilled bucket in one integer), FixedWindow,
+// SlidingWindowLog (exact), SlidingWindowCounter (a weighted estimate in
+// one small key) and LeakyBucket (policing).
+//
 // Every decision is exact: a denied request consumes nothing, a cost is
 // taken whole or not at all, and Result.RetryAfter is the true time until
 // the same request could pass. Time is the store's: Redis's server clock
