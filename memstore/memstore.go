@@ -41,7 +41,8 @@ type Store struct {
 	now           func() time.Time
 	sweepInterval time.Duration
 	evictions     atomic.Int64
-	validated     atomic.Pointer[ratekeeper.Spec] // the last Spec validated
+	validated     [8]atomic.Pointer[ratekeeper.Spec] // recently validated Specs
+	nextValid     atomic.Uint32
 	stop          chan struct{}
 	stopOnce      sync.Once
 	done          chan struct{}
@@ -183,17 +184,19 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 	return res, nil
 }
 
-// validate checks a Spec before its model runs, once per distinct Spec in
-// a row: a Limiter always passes the same one.
+// validate checks a Spec before its model runs. It remembers the last few
+// Specs it validated, for the Limiters sharing this store.
 func (s *Store) validate(spec *ratekeeper.Spec) error {
-	if last := s.validated.Load(); last != nil && *last == *spec {
-		return nil
+	for i := range s.validated {
+		if v := s.validated[i].Load(); v != nil && *v == *spec {
+			return nil
+		}
 	}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
 	valid := *spec
-	s.validated.Store(&valid)
+	s.validated[s.nextValid.Add(1)%uint32(len(s.validated))].Store(&valid)
 	return nil
 }
 

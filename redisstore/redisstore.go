@@ -258,7 +258,9 @@ func parseReply(spec ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
 	}
 	var v [4]int64
 	for i, f := range fields {
-		if v[i], ok = f.(int64); !ok {
+		// Every value is an integer in [0, 2^53): anything else did not
+		// come from these scripts.
+		if v[i], ok = f.(int64); !ok || v[i] < 0 || v[i] >= 1<<53 {
 			return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
 		}
 	}

@@ -4,7 +4,7 @@
 
 local interval, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local tat = tonumber(redis.call('GET', KEYS[1]) or '')
+local tat = decode(redis.call('GET', KEYS[1]), 1)
 if not tat or tat < now then tat = now end
 local tolerance = burst * interval
 local next_tat = tat + need * interval

@@ -36,14 +36,18 @@ local function muldiv(a, b, c)
   return a * whole + q
 end
 
--- decode reads k (1 to 3) integers stored as "x:y:z"; nil for anything
--- else, which then counts as a fresh key.
-local patterns = {'^(%-?%d+)$', '^(%-?%d+):(%-?%d+)$', '^(%-?%d+):(%-?%d+):(%-?%d+)$'}
+-- decode reads k (1 to 3) integers stored as "x:y:z", each below 2^53;
+-- nil for anything else, which then counts as a fresh key.
+local patterns = {'^(%d+)$', '^(%d+):(%d+)$', '^(%d+):(%d+):(%d+)$'}
 local function decode(v, k)
   if not v then return nil end
-  local a, b, c = string.match(v, patterns[k])
-  if not a then return nil end
-  return tonumber(a), tonumber(b), tonumber(c)
+  local out = {string.match(v, patterns[k])}
+  if #out ~= k then return nil end
+  for i = 1, k do
+    out[i] = tonumber(out[i])
+    if out[i] >= 9007199254740992 then return nil end
+  end
+  return unpack(out, 1, k)
 end
 
 local n = tonumber(ARGV[1])
