@@ -1,0 +1,395 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+)
+
+// A KeyFunc returns the rate limit key of a request: requests with the same
+// key draw from the same bucket. An error means the request cannot be
+// keyed; Middleware answers it with its ErrorHandler (400 by default) and
+// never limits it under some shared key.
+type KeyFunc func(*http.Request) (string, error)
+
+// HeaderKey returns a KeyFunc that keys requests on the value of the header
+// name, such as an API key or a user ID set by an authenticating proxy:
+// HeaderKey("X-API-Key") keys on "x-api-key:<value>". A request without
+// the header, or with an empty one, cannot be keyed.
+//
+// Clients choose their headers: limit on a header only behind
+// authentication, or a client evades the limit by inventing values. The
+// value appears as it is in the store's keys; if it is a secret, key on
+// what it authenticates instead.
+func HeaderKey(name string) KeyFunc {
+	name = textproto.CanonicalMIMEHeaderKey(name)
+	prefix := strings.ToLower(name) + ":"
+	return func(r *http.Request) (string, error) {
+		v := r.Header.Get(name)
+		if v == "" {
+			return "", fmt.Errorf("httplimit: the request has no %s header", name)
+		}
+		return prefix + v, nil
+	}
+}
+
+// DefaultIPv6Prefix is the length of the prefix that IPv6 clients are keyed
+// on: one /64 is one subscriber's network, with 2^64 addresses to rotate
+// through.
+const DefaultIPv6Prefix = 64
+
+// ClientIPConfig configures NewClientIP.
+type ClientIPConfig struct {
+	// TrustedProxies are the CIDRs ("10.0.0.0/8", "2001:db8::/32") or
+	// single addresses of the proxies in front of the server. A request's
+	// forwarding headers are read only when its peer is one of them.
+	TrustedProxies []string
+	// Headers are the forwarding headers to read, in order of preference:
+	// the first one present in a request is used. The default is
+	// X-Forwarded-For, X-Real-IP, Forwarded. List only the headers your
+	// proxies set: a proxy passes on those it does not set, and a client
+	// can put any address in them. Forwarded is parsed as RFC 7239; any
+	// other header as a comma-separated list of addresses, like
+	// X-Forwarded-For.
+	Headers []string
+	// IPv6Prefix is the length of the prefix that IPv6 clients are keyed on,
+	// 1 to 128; 0 means DefaultIPv6Prefix.
+	IPv6Prefix int
+}
+
+var defaultHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
+
+// ClientIP returns a KeyFunc that keys requests on the client's IP
+// address, "ip:203.0.113.7", with IPv6 clients keyed on their /64,
+// "ip:2001:db8:1:2::/64". IPv4-mapped IPv6 addresses are keyed as the IPv4
+// addresses they are.
+//
+// The client is the peer (Request.RemoteAddr) unless the peer is one of
+// trustedProxies (CIDRs, or single addresses). Then X-Forwarded-For,
+// X-Real-IP or Forwarded, the first present, is read from right to left,
+// as the proxies appended to it: trusted proxies are skipped, and the
+// first address that is not one is the client. Entries further left were
+// written by the client and are ignored. If every entry is a trusted
+// proxy, the leftmost is the client. An entry that is not an IP address
+// (such as "unknown") where the client should be is an error, since any
+// address left of it could be forged.
+//
+// Without trustedProxies, every client behind a proxy shares the proxy's
+// bucket. ClientIP panics if an element of trustedProxies is neither a
+// CIDR nor an address: with addresses from configuration, use NewClientIP,
+// which returns the error.
+func ClientIP(trustedProxies ...string) KeyFunc {
+	f, err := NewClientIP(ClientIPConfig{TrustedProxies: trustedProxies})
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// NewClientIP returns a KeyFunc like ClientIP's, configured by cfg, or an
+// error if cfg is invalid.
+func NewClientIP(cfg ClientIPConfig) (KeyFunc, error) {
+	c := &clientIP{bits: DefaultIPv6Prefix, headers: defaultHeaders}
+	if cfg.IPv6Prefix != 0 {
+		if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
+			return nil, fmt.Errorf("httplimit: IPv6 prefix length %d is not between 1 and 128", cfg.IPv6Prefix)
+		}
+		c.bits = cfg.IPv6Prefix
+	}
+	for _, s := range cfg.TrustedProxies {
+		p, err := parseTrusted(s)
+		if err != nil {
+			return nil, err
+		}
+		c.trusted = append(c.trusted, p)
+	}
+	if len(cfg.Headers) > 0 {
+		c.headers = make([]string, len(cfg.Headers))
+		for i, h := range cfg.Headers {
+			if h == "" {
+				return nil, errors.New("httplimit: empty forwarding header name")
+			}
+			c.headers[i] = textproto.CanonicalMIMEHeaderKey(h)
+		}
+	}
+	return c.key, nil
+}
+
+func parseTrusted(s string) (netip.Prefix, error) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, fmt.Errorf("httplimit: trusted proxy %q is not a CIDR: %w", s, err)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return p, fmt.Errorf("httplimit: trusted proxy %q is not an IP address: %w", s, err)
+		}
+		a = a.WithZone("")
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		// Peers are unmapped before they are compared.
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p, nil
+}
+
+type clientIP struct {
+	trusted []netip.Prefix
+	headers []string // canonical
+	bits    int      // of IPv6 keys
+}
+
+func (c *clientIP) key(r *http.Request) (string, error) {
+	addr, err := parseNode(r.RemoteAddr)
+	if err != nil {
+		return "", fmt.Errorf("httplimit: peer address (RemoteAddr) %q: %w", r.RemoteAddr, err)
+	}
+	if c.trusts(addr) {
+		if addr, err = c.forwarded(r.Header, addr); err != nil {
+			return "", err
+		}
+	}
+	if addr.Is6() && c.bits < 128 {
+		p, _ := addr.Prefix(c.bits) // cannot fail: 1 <= bits < 128
+		return "ip:" + p.String(), nil
+	}
+	return "ip:" + addr.String(), nil
+}
+
+func (c *clientIP) trusts(a netip.Addr) bool {
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwarded returns the client that a trusted peer forwarded the request
+// for, or the peer itself if it forwarded nothing.
+func (c *clientIP) forwarded(h http.Header, peer netip.Addr) (netip.Addr, error) {
+	for _, name := range c.headers {
+		lines := h[name]
+		if len(lines) == 0 {
+			continue
+		}
+		w := walk{trusts: c.trusts}
+		var err error
+		if name == "Forwarded" {
+			err = w.forwarded(lines)
+		} else {
+			err = w.list(lines)
+		}
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("httplimit: %s: %w", name, err)
+		}
+		if w.addr.IsValid() {
+			return w.addr, nil
+		}
+	}
+	return peer, nil
+}
+
+// A walk reads the addresses of a forwarding header from right to left,
+// the order in which proxies appended them, and stops at the first one
+// that is not a trusted proxy. Several lines of a header are one list, in
+// order; each line is parsed only if the walk reaches it, so what a client
+// wrote further left is never read.
+type walk struct {
+	trusts func(netip.Addr) bool
+	addr   netip.Addr // the last address visited
+	done   bool       // addr is not trusted
+}
+
+func (w *walk) visit(node string) error {
+	a, err := parseNode(node)
+	if err != nil {
+		return err
+	}
+	w.addr, w.done = a, !w.trusts(a)
+	return nil
+}
+
+// list walks lines of comma-separated addresses, such as X-Forwarded-For.
+func (w *walk) list(lines []string) error {
+	for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+		rest := lines[i]
+		for rest != "" && !w.done {
+			j := strings.LastIndexByte(rest, ',')
+			entry := strings.Trim(rest[j+1:], " \t")
+			rest = rest[:max(j, 0)]
+			if entry == "" {
+				continue // empty list elements are allowed, and mean nothing
+			}
+			if err := w.visit(entry); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// forwarded walks lines of a Forwarded header.
+func (w *walk) forwarded(lines []string) error {
+	for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+		nodes, err := forwardedFor(lines[i])
+		if err != nil {
+			return err
+		}
+		for j := len(nodes) - 1; j >= 0 && !w.done; j-- {
+			if nodes[j] == "" {
+				return errors.New("an element has no for= address")
+			}
+			if err := w.visit(nodes[j]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// forwardedFor returns the for= value of each element of a Forwarded field
+// line (RFC 7239), "" for an element without one. Unquoted values run to
+// the next delimiter, since some proxies write IPv6 addresses unquoted;
+// parseNode checks them later.
+func forwardedFor(line string) ([]string, error) {
+	var nodes []string
+	s := line
+	for {
+		var node string
+		pairs, seen := 0, false
+		for { // the pairs of one element
+			s = strings.TrimLeft(s, " \t")
+			if s == "" || s[0] == ',' {
+				break
+			}
+			if s[0] == ';' {
+				s = s[1:]
+				continue
+			}
+			i := 0
+			for i < len(s) && isTchar(s[i]) {
+				i++
+			}
+			if i == 0 || i == len(s) || s[i] != '=' {
+				return nil, fmt.Errorf("malformed element at %q", s)
+			}
+			name := s[:i]
+			pairs++
+			value, rest, err := forwardedValue(s[i+1:])
+			if err != nil {
+				return nil, err
+			}
+			s = strings.TrimLeft(rest, " \t")
+			if strings.EqualFold(name, "for") {
+				if seen {
+					return nil, errors.New("an element has two for= parameters")
+				}
+				node, seen = value, true
+			}
+			if s != "" && s[0] != ';' && s[0] != ',' {
+				return nil, fmt.Errorf("malformed element at %q", s)
+			}
+		}
+		if pairs > 0 { // else an empty list element, which means nothing
+			nodes = append(nodes, node)
+		}
+		if s == "" {
+			return nodes, nil
+		}
+		s = s[1:] // ','
+	}
+}
+
+// forwardedValue reads a token or quoted-string value from the start of s,
+// and returns it unquoted with the rest of s.
+func forwardedValue(s string) (value, rest string, err error) {
+	if s == "" || s[0] != '"' {
+		i := strings.IndexAny(s, ";,\" \t")
+		if i < 0 {
+			i = len(s)
+		}
+		return s[:i], s[i:], nil
+	}
+	var b []byte
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			return string(b), s[i+1:], nil
+		case '\\':
+			if i++; i == len(s) {
+				return "", "", errors.New("unterminated quoted string")
+			}
+		}
+		b = append(b, s[i])
+	}
+	return "", "", errors.New("unterminated quoted string")
+}
+
+// isTchar reports whether c may appear in an HTTP token (RFC 9110).
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// parseNode parses a client address as RemoteAddr and the forwarding
+// headers write it: an IP address, with or without a port
+// ("192.0.2.1:443", "[2001:db8::1]:443", "2001:db8::1", "[2001:db8::1]").
+// It unwraps IPv4-mapped addresses and drops zones, so that one client has
+// one form.
+func parseNode(s string) (netip.Addr, error) {
+	host, port, hasPort := s, "", false
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+		}
+		host = s[1:end]
+		if rest := s[end+1:]; rest != "" {
+			if rest[0] != ':' {
+				return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+			}
+			port, hasPort = rest[1:], true
+		}
+	} else if strings.Count(s, ":") == 1 { // IPv4 with a port; IPv6 has more colons
+		host, port, hasPort = strings.Cut(s, ":")
+	}
+	switch {
+	case host == "":
+		return netip.Addr{}, errors.New("no client address")
+	case strings.EqualFold(host, "unknown"):
+		return netip.Addr{}, errors.New(`the client address is "unknown"`)
+	case host[0] == '_':
+		return netip.Addr{}, fmt.Errorf("the client address %q is obfuscated", host)
+	case hasPort && !validPort(port):
+		return netip.Addr{}, fmt.Errorf("%q has an invalid port", s)
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	return a.Unmap().WithZone(""), nil
+}
+
+// validPort accepts a port number, or an obfuscated port of RFC 7239
+// ("_" followed by letters, digits, ".", "_" or "-").
+func validPort(p string) bool {
+	if p == "" {
+		return false
+	}
+	if p[0] == '_' {
+		return len(p) > 1 && strings.Trim(p[1:], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
+	}
+	return len(p) <= 5 && strings.Trim(p, "0123456789") == ""
+}
