@@ -1,19 +1,35 @@
 # make test: vet, staticcheck and the race-enabled tests against a
-# throwaway redis-server (installed with apt-get when missing and root).
+# throwaway redis-server (installed with apt-get when missing and root),
+# then the demo's page in headless Chromium.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint fuzz bench
+.PHONY: test check lint e2e demo fuzz bench
 
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
 
 check: lint
 	go test -race -count=1 ./...
+	$(MAKE) --no-print-directory e2e
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...
+	cd e2e && go vet ./... && go run $(STATICCHECK) ./...
+
+# The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
+# runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
+# store), drives the page with /usr/bin/chromium (Debian's chromium, which
+# .ci/run installs) and saves docs/demo.png. RATEKEEPER_E2E=1 makes a
+# missing browser a failure instead of a skip.
+e2e:
+	cd e2e && RATEKEEPER_E2E=1 go test -race -count=1 ./...
+
+# The demo on http://localhost:8080: Redis from REDIS_URL, else
+# localhost:6379, else limits kept in process.
+demo:
+	go run ./cmd/ratekeeper-demo
 
 # Fuzz the models' arithmetic for a while (not part of make test).
 fuzz:

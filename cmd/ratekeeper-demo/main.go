@@ -1,0 +1,157 @@
+// Ratekeeper-demo serves a web page for trying ratekeeper's algorithms. It
+// limits one demo key that every visitor shares, shows the limiter's level
+// live as it refills, and lets you change the policy, send single
+// requests, bursts and steady streams, and read the rate limit headers of
+// each answer.
+//
+// Usage:
+//
+//	ratekeeper-demo [-addr :8080] [-redis URL]
+//
+// The limits live in the Redis named by -redis or REDIS_URL (redis:// or
+// rediss://, with a username and password if needed); the demo exits if
+// that Redis cannot be reached. With neither, it tries
+// redis://localhost:6379 and, if nothing answers there, keeps the limits
+// in process. The listen address is -addr, else :$PORT, else :8080.
+//
+// The HTTP API, compatible with the token bucket demo it grew from:
+//
+//	GET  /        the page
+//	POST /test    one request against the limit: {"allowed", "remaining", "config", ...}, 200 or 429
+//	POST /config  change the policy (JSON or form): {"success", "config"} or 400 {"success":false, "error"}
+//	GET  /state   the current level, without consuming: remaining, limit, retry and reset times, backend
+//	POST /reset   refill the demo key
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Server timeouts: generous for a page and small JSON bodies, short enough
+// that idle or stalled clients cannot hold connections for long.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	shutdownTimeout   = 10 * time.Second
+)
+
+func main() {
+	logger := log.New(os.Stderr, "ratekeeper-demo: ", 0)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, logger)
+	stop()
+	if err != nil {
+		logger.Print(err)
+		os.Exit(1)
+	}
+}
+
+// run serves the demo until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, getenv func(string) string, logger *log.Logger) error {
+	flags := flag.NewFlagSet("ratekeeper-demo", flag.ContinueOnError)
+	addr := flags.String("addr", "", "listen `address` (default :$PORT, or :8080)")
+	// No default from REDIS_URL here: -h would print its password.
+	redisURL := flags.String("redis", "", "Redis `URL`, such as redis://user:password@host:6379/0 or rediss://... (default $REDIS_URL)")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	if *addr == "" {
+		*addr = ":8080"
+		if port := getenv("PORT"); port != "" {
+			*addr = ":" + port
+		}
+	}
+	if *redisURL == "" {
+		*redisURL = getenv("REDIS_URL")
+	}
+
+	be, err := connect(ctx, *redisURL, defaultRedisURL, logger)
+	if err != nil {
+		return err
+	}
+	defer be.close()
+	if be.kind == backendRedis {
+		logger.Printf("limits kept in Redis at %s", be.addr)
+	}
+	srv, err := newServer(be, defaultConfig(), logger)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          logger,
+	}
+	logger.Printf("serving on %s", pageURL(ln.Addr()))
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Print("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// pageURL is the address to open in a browser.
+func pageURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || tcp.IP.IsUnspecified() {
+		_, port, _ := net.SplitHostPort(a.String())
+		return "http://localhost:" + port
+	}
+	return "http://" + tcp.String()
+}
+
+// errorReply is the body of every error: the original token bucket demo's
+// shape, with the field at fault when there is one.
+type errorReply struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
+	Field   string `json:"field,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorReply{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) // an error here means the client has gone
+}

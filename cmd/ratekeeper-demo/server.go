@@ -1,0 +1,291 @@
+package main
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/httplimit"
+)
+
+// demoKey is the one key the demo limits: every visitor shares it, as in
+// the original token bucket demo, so two browsers (or two servers on one
+// Redis) drain the same bucket.
+const demoKey = "demo:request"
+
+// maxBodyBytes bounds request bodies; a configuration is a few dozen bytes.
+const maxBodyBytes = 16 << 10
+
+// storeTimeout bounds each decision. It is longer than httplimit's default
+// so that a Redis across a network still answers in time.
+const storeTimeout = 2 * time.Second
+
+//go:embed web
+var webFiles embed.FS
+
+// server is the demo's HTTP handler. The limiter is swapped whole when the
+// configuration changes, so every request sees one consistent limiter.
+type server struct {
+	be      *backend
+	logger  *log.Logger
+	mux     *http.ServeMux
+	mu      sync.Mutex // serializes configuration changes
+	current atomic.Pointer[limiter]
+}
+
+// limiter is one configuration and everything built from it.
+type limiter struct {
+	cfg  config
+	lim  *ratekeeper.Limiter
+	test http.Handler // POST /test, behind httplimit.Middleware
+}
+
+func newServer(be *backend, cfg config, logger *log.Logger) (*server, error) {
+	s := &server{be: be, logger: logger, mux: http.NewServeMux()}
+	l, err := s.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.current.Store(l)
+
+	web, err := fs.Sub(webFiles, "web")
+	if err != nil {
+		return nil, err
+	}
+	static := http.StripPrefix("/static", http.FileServerFS(web))
+	s.mux.Handle("/{$}", allow(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, web, "index.html")
+	}), http.MethodGet))
+	s.mux.Handle("/static/", allow(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			writeError(w, http.StatusNotFound, "not found: "+r.URL.Path)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		static.ServeHTTP(w, r)
+	}), http.MethodGet))
+	s.mux.Handle("/test", allow(http.HandlerFunc(s.handleTest), http.MethodPost))
+	s.mux.Handle("/config", allow(http.HandlerFunc(s.handleConfig), http.MethodPost))
+	s.mux.Handle("/state", allow(http.HandlerFunc(s.handleState), http.MethodGet))
+	s.mux.Handle("/reset", allow(http.HandlerFunc(s.handleReset), http.MethodPost))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not found: "+r.URL.Path)
+	})
+	return s, nil
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	h := w.Header()
+	// Everything the page needs comes from this server: nothing else may
+	// load, not even by accident.
+	h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+// allow answers 405 Method Not Allowed, with an Allow header, to methods
+// other than the given ones (GET implies HEAD).
+func allow(h http.Handler, methods ...string) http.Handler {
+	if slices.Contains(methods, http.MethodGet) {
+		methods = append(methods, http.MethodHead)
+	}
+	allowed := strings.Join(methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			w.Header().Set("Allow", allowed)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: use %s", r.Method, allowed))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// build makes the limiter of cfg, with its /test handler.
+func (s *server) build(cfg config) (*limiter, error) {
+	lim, err := newLimiter(s.be.store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &limiter{cfg: cfg, lim: lim}
+	reply := func(status int) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res, _ := httplimit.ResultFromContext(r.Context())
+			writeJSON(w, status, testReply{decision: newDecision(res), Config: cfg})
+		})
+	}
+	l.test = httplimit.Middleware(lim,
+		httplimit.WithKeyFunc(func(*http.Request) (string, error) { return demoKey, nil }),
+		httplimit.WithDeniedHandler(reply(http.StatusTooManyRequests)),
+		httplimit.WithFailureHandler(func(w http.ResponseWriter, _ *http.Request, _ http.Handler, err error) {
+			// A demo serving requests unlimited would show nothing: say why.
+			writeError(w, http.StatusServiceUnavailable, "the rate limiter's store failed: "+err.Error())
+		}),
+		httplimit.WithStoreTimeout(storeTimeout),
+	)(reply(http.StatusOK))
+	return l, nil
+}
+
+// decision is a Result in the page's units: times in milliseconds.
+type decision struct {
+	Allowed      bool    `json:"allowed"`
+	Remaining    float64 `json:"remaining"`
+	Limit        int64   `json:"limit"`
+	RetryAfterMs float64 `json:"retry_after_ms"`
+	ResetAfterMs float64 `json:"reset_after_ms"`
+}
+
+func newDecision(res ratekeeper.Result) decision {
+	return decision{
+		Allowed:      res.Allowed,
+		Remaining:    res.Remaining,
+		Limit:        res.Limit,
+		RetryAfterMs: ms(res.RetryAfter),
+		ResetAfterMs: ms(res.ResetAfter),
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// testReply is the body of POST /test: the original demo's allowed, remaining
+// and config, and the rest of the Result.
+type testReply struct {
+	decision
+	Config config `json:"config"`
+}
+
+func (s *server) handleTest(w http.ResponseWriter, r *http.Request) {
+	s.current.Load().test.ServeHTTP(w, r)
+}
+
+// stateReply is the body of GET /state.
+type stateReply struct {
+	decision
+	WindowMs  float64 `json:"window_ms"`
+	Backend   string  `json:"backend"`
+	RedisAddr string  `json:"redis_addr,omitempty"`
+	Algorithm string  `json:"algorithm"`
+	Config    config  `json:"config"`
+}
+
+func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
+	l := s.current.Load()
+	res, err := l.lim.Peek(r.Context(), demoKey)
+	if err != nil {
+		s.storeFailed(w, "peek", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, stateReply{
+		decision:  newDecision(res),
+		WindowMs:  ms(l.lim.Spec().Window),
+		Backend:   s.be.kind,
+		RedisAddr: s.be.addr,
+		Algorithm: l.cfg.Algorithm,
+		Config:    l.cfg,
+	})
+}
+
+func (s *server) handleReset(w http.ResponseWriter, r *http.Request) {
+	if err := s.current.Load().lim.Reset(r.Context(), demoKey); err != nil {
+		s.storeFailed(w, "reset", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool `json:"success"`
+	}{true})
+}
+
+// configReply is the body of a successful POST /config.
+type configReply struct {
+	Success bool   `json:"success"`
+	Config  config `json:"config"`
+}
+
+func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	mediaType := ""
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mediaType, _, err = mime.ParseMediaType(ct); err != nil {
+			writeError(w, http.StatusBadRequest, "malformed Content-Type: "+err.Error())
+			return
+		}
+	}
+	switch {
+	case mediaType == "", mediaType == "application/x-www-form-urlencoded",
+		mediaType == "application/json", strings.HasSuffix(mediaType, "+json"):
+	default:
+		writeError(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("unsupported Content-Type %q: send application/json or application/x-www-form-urlencoded", mediaType))
+		return
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.current.Load()
+	l, err := s.parse(body, mediaType, old.cfg)
+	if err != nil {
+		var cerr *configError
+		if errors.As(err, &cerr) {
+			writeJSON(w, http.StatusBadRequest, errorReply{Error: cerr.msg, Field: cerr.field})
+			return
+		}
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if l.cfg != old.cfg {
+		s.current.Store(l)
+		// A bucket drained under the old parameters would make the new
+		// ones look wrong: start from full.
+		err := old.lim.Reset(r.Context(), demoKey)
+		if err == nil && l.cfg.Algorithm != old.cfg.Algorithm {
+			err = l.lim.Reset(r.Context(), demoKey)
+		}
+		if err != nil {
+			s.storeFailed(w, "configuration applied, but resetting the demo key", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, configReply{Success: true, Config: l.cfg})
+}
+
+func (s *server) parse(body []byte, mediaType string, cur config) (*limiter, error) {
+	fields, err := decodeConfig(body, mediaType)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(fields, cur)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == cur {
+		return s.current.Load(), nil
+	}
+	return s.build(cfg)
+}
+
+func (s *server) storeFailed(w http.ResponseWriter, what string, err error) {
+	s.logger.Printf("%s failed: %v", what, err)
+	writeError(w, http.StatusServiceUnavailable, what+" failed: "+err.Error())
+}

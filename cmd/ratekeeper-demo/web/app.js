@@ -1,0 +1,533 @@
+// The demo page: polls GET /state for the live level, sends POST /test
+// for requests and scenarios, and POST /config from the policy form.
+'use strict';
+
+const POLL_MS = 200;
+const WINDOW_MS = 30000; // the timeline's span
+const HEADERS = ['RateLimit-Policy', 'RateLimit', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'];
+const STATUS_TEXT = { 200: 'OK', 400: 'Bad Request', 429: 'Too Many Requests', 503: 'Service Unavailable' };
+
+const ALGORITHMS = {
+  token_bucket: {
+    name: 'Token bucket', unit: 'tokens left',
+    help: 'A bucket of capacity tokens; every refill interval adds refill rate tokens. Bursts up to capacity, then the refill rate.',
+    fields: [['capacity', ''], ['refill_rate', 'per interval'], ['refill_interval', 's']],
+    summary: (c) => `Bursts of up to ${c.capacity}, then ${c.refill_rate} every ${c.refill_interval} s.`,
+  },
+  gcra: {
+    name: 'GCRA', unit: 'requests left',
+    help: 'A bucket that refills continuously, one request every period / rate: no refill steps, one integer of state.',
+    fields: [['rate', 'per period'], ['period', 's'], ['burst', '']],
+    summary: (c) => `${c.rate} per ${c.period} s, bursts of up to ${c.burst}.`,
+  },
+  fixed_window: {
+    name: 'Fixed window', unit: 'left in this window',
+    help: 'Limit requests per window, counted from the first request. Up to twice the limit can pass across a window boundary.',
+    fields: [['limit', ''], ['window', 's']],
+    summary: (c) => `${c.limit} per ${c.window} s window.`,
+  },
+  sliding_window_log: {
+    name: 'Sliding window log', unit: 'left in the window',
+    help: 'Exactly limit requests in any rolling window: remembers the time of every request.',
+    fields: [['limit', ''], ['window', 's']],
+    summary: (c) => `${c.limit} in any ${c.window} s.`,
+  },
+  sliding_window_counter: {
+    name: 'Sliding window counter', unit: 'left (estimated)',
+    help: 'About limit requests in any rolling window, weighing the previous window\u2019s count: the memory of a fixed window, without its boundary bursts.',
+    fields: [['limit', ''], ['window', 's']],
+    summary: (c) => `About ${c.limit} in any ${c.window} s.`,
+  },
+  leaky_bucket: {
+    name: 'Leaky bucket', unit: 'free in the bucket',
+    help: 'Each request pours one into a bucket of capacity that drains leak rate per second; a request that would overflow it is rejected.',
+    fields: [['capacity', ''], ['leak_rate', 'per second']],
+    summary: (c) => `Holds ${c.capacity}, drains ${c.leak_rate} per second.`,
+  },
+};
+
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  backend: $('backend'), gauge: $('gauge'), fill: $('gauge-fill'), level: $('level'), limit: $('limit'), unit: $('unit'),
+  next: $('next'), full: $('full'), counts: $('counts'), submit: $('submit'), result: $('result'),
+  canvas: $('timeline'), statusLine: $('status-line'), headers: $('headers'),
+  summary: $('summary'), current: $('current'), form: $('config-form'), algorithm: $('algorithm'),
+  algorithmHelp: $('algorithm-help'), configError: $('config-error'), configStatus: $('config-status'),
+  burstForm: $('burst-form'), burstN: $('burst-n'), burst: $('burst'),
+  steadyForm: $('steady-form'), steadyR: $('steady-r'), steadyS: $('steady-s'), steady: $('steady'),
+  scenarioResult: $('scenario-result'), reset: $('reset'),
+};
+
+const state = {
+  config: null,      // the server's current configuration
+  limit: 1,
+  samples: [],       // {t, remaining, limit}: the level over time
+  requests: [],      // {t, allowed}
+  marks: [],         // {t, label}: resets and policy changes
+  allowed: 0,
+  denied: 0,
+  seq: 0,            // responses to POST /test shown so far
+  steadyRun: null,   // the running steady scenario, to stop it
+};
+
+const now = () => performance.now();
+
+function fmtNumber(x) {
+  if (typeof x !== 'number' || !isFinite(x)) return '–';
+  return Number.isInteger(x) ? String(x) : x.toFixed(2);
+}
+
+function fmtMs(ms) {
+  if (ms <= 0) return 'now';
+  if (ms < 1000) return `in ${Math.ceil(ms)} ms`;
+  return `in ${(ms / 1000).toFixed(1)} s`;
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+// The level.
+
+function showLevel(remaining, limit, retryMs, resetMs) {
+  state.limit = limit;
+  const share = limit > 0 ? Math.max(0, Math.min(1, remaining / limit)) : 0;
+  ui.fill.style.width = `${(share * 100).toFixed(2)}%`;
+  ui.gauge.classList.toggle('empty', remaining < 1);
+  ui.gauge.classList.toggle('notched', limit <= 40);
+  ui.gauge.style.setProperty('--ticks', String(Math.max(1, limit)));
+  ui.gauge.setAttribute('aria-valuemax', String(limit));
+  ui.gauge.setAttribute('aria-valuenow', String(remaining));
+  ui.gauge.setAttribute('aria-valuetext', `${fmtNumber(remaining)} of ${limit} left`);
+  ui.level.textContent = fmtNumber(remaining);
+  ui.level.dataset.remaining = String(remaining);
+  ui.limit.textContent = String(limit);
+  if (retryMs !== undefined) ui.next.textContent = retryMs > 0 ? `allowed ${fmtMs(retryMs)}` : 'allowed now';
+  if (resetMs !== undefined) ui.full.textContent = resetMs > 0 ? fmtMs(resetMs) : 'full now';
+  state.samples.push({ t: now(), remaining, limit });
+}
+
+function showBackend(s) {
+  ui.backend.classList.remove('redis', 'memory', 'down');
+  if (s.backend === 'redis') {
+    ui.backend.textContent = `Redis at ${s.redis_addr}: limits shared across servers`;
+    ui.backend.classList.add('redis');
+  } else {
+    ui.backend.textContent = 'in-process store: set REDIS_URL to share limits across servers';
+    ui.backend.classList.add('memory');
+  }
+}
+
+async function poll() {
+  try {
+    const resp = await fetch('/state', { cache: 'no-store' });
+    const s = await resp.json();
+    if (!resp.ok) throw new Error(s.error || `HTTP ${resp.status}`);
+    showBackend(s);
+    showConfig(s.config, false);
+    showLevel(s.remaining, s.limit, s.retry_after_ms, s.reset_after_ms);
+    document.body.dataset.ready = 'true';
+  } catch (err) {
+    ui.backend.classList.remove('redis', 'memory');
+    ui.backend.classList.add('down');
+    ui.backend.textContent = `server unreachable: ${err.message}`;
+  }
+}
+
+async function pollLoop() {
+  for (;;) {
+    const started = now();
+    if (!document.hidden) await poll();
+    await sleep(Math.max(0, POLL_MS - (now() - started)));
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// Requests.
+
+// send makes one POST /test and records it; it returns the outcome.
+async function send() {
+  let resp, body;
+  try {
+    resp = await fetch('/test', { method: 'POST' });
+    body = await resp.json();
+  } catch (err) {
+    showResult({ error: `request failed: ${err.message}` });
+    return 'error';
+  }
+  showHeaders(resp);
+  if (resp.status !== 200 && resp.status !== 429) {
+    showResult({ error: body.error || `HTTP ${resp.status}` });
+    return 'error';
+  }
+  const t = now();
+  state.requests.push({ t, allowed: body.allowed });
+  if (body.allowed) state.allowed++; else state.denied++;
+  ui.counts.textContent = `${state.allowed} allowed · ${state.denied} denied`;
+  showLevel(body.remaining, body.limit, body.retry_after_ms, body.reset_after_ms);
+  showResult(body);
+  return body.allowed ? 'allowed' : 'denied';
+}
+
+function showResult(r) {
+  state.seq++;
+  const el = ui.result;
+  el.dataset.seq = String(state.seq);
+  el.replaceChildren();
+  const strong = document.createElement('strong');
+  let detail;
+  if (r.error) {
+    el.className = 'result error';
+    el.dataset.outcome = 'error';
+    strong.textContent = 'Error';
+    detail = r.error;
+  } else if (r.allowed) {
+    el.className = 'result allowed';
+    el.dataset.outcome = 'allowed';
+    strong.textContent = 'Allowed';
+    detail = `200 OK · ${fmtNumber(r.remaining)} of ${r.limit} left`;
+  } else {
+    el.className = 'result denied';
+    el.dataset.outcome = 'denied';
+    strong.textContent = 'Denied';
+    detail = `429 Too Many Requests · retry ${fmtMs(r.retry_after_ms)}`;
+  }
+  el.append(strong, detail);
+}
+
+function showHeaders(resp) {
+  ui.statusLine.textContent = `HTTP ${resp.status} ${STATUS_TEXT[resp.status] || resp.statusText}`;
+  const rows = HEADERS.map((name) => {
+    const tr = document.createElement('tr');
+    const th = document.createElement('th');
+    th.scope = 'row';
+    th.textContent = name;
+    const td = document.createElement('td');
+    const value = resp.headers.get(name);
+    td.textContent = value === null ? '(not sent)' : value;
+    if (value === null) td.className = 'absent';
+    if (name === 'X-RateLimit-Reset' && value !== null) {
+      td.textContent += ` (${new Date(Number(value) * 1000).toLocaleTimeString()})`;
+    }
+    tr.append(th, td);
+    return tr;
+  });
+  ui.headers.replaceChildren(...rows);
+}
+
+function mark(label) {
+  state.marks.push({ t: now(), label });
+}
+
+// Scenarios.
+
+function count(outcomes) {
+  const allowed = outcomes.filter((o) => o === 'allowed').length;
+  const denied = outcomes.filter((o) => o === 'denied').length;
+  const errors = outcomes.length - allowed - denied;
+  return `${allowed} allowed, ${denied} denied${errors ? `, ${plural(errors, 'error')}` : ''}`;
+}
+
+function burstLabel() {
+  ui.burst.textContent = `Burst ${ui.burstN.value || 'N'} at once`;
+}
+
+function steadyLabel() {
+  if (state.steadyRun) return;
+  ui.steady.textContent = `Steady ${ui.steadyR.value || 'R'}/s for ${ui.steadyS.value || 'S'} s`;
+}
+
+async function burst(event) {
+  event.preventDefault();
+  const n = Math.round(Number(ui.burstN.value));
+  if (!(n >= 1 && n <= 200)) {
+    ui.scenarioResult.textContent = 'Choose between 1 and 200 requests.';
+    return;
+  }
+  ui.burst.disabled = true;
+  ui.scenarioResult.textContent = `Burst of ${n}: sending…`;
+  const outcomes = await Promise.all(Array.from({ length: n }, send));
+  ui.scenarioResult.textContent = `Burst of ${n}: ${count(outcomes)}.`;
+  ui.burst.disabled = false;
+}
+
+async function steady(event) {
+  event.preventDefault();
+  if (state.steadyRun) {
+    state.steadyRun.stopped = true;
+    return;
+  }
+  const rate = Number(ui.steadyR.value);
+  const secs = Number(ui.steadyS.value);
+  if (!(rate > 0 && rate <= 50 && secs > 0 && secs <= 60)) {
+    ui.scenarioResult.textContent = 'Choose up to 50 requests per second, for up to 60 seconds.';
+    return;
+  }
+  const total = Math.max(1, Math.round(rate * secs));
+  const run = { stopped: false };
+  state.steadyRun = run;
+  ui.steady.textContent = 'Stop';
+  const pending = [];
+  const start = now();
+  for (let i = 0; i < total && !run.stopped; i++) {
+    // Scheduled from the start, not from the previous send, so slow
+    // answers do not slow the rate down.
+    await sleep(Math.max(0, start + (i * 1000) / rate - now()));
+    if (run.stopped) break;
+    pending.push(send());
+    ui.scenarioResult.textContent = `Steady ${rate}/s: ${pending.length} of ${total} sent…`;
+  }
+  const outcomes = await Promise.all(pending);
+  state.steadyRun = null;
+  steadyLabel();
+  ui.scenarioResult.textContent = `Steady ${rate}/s for ${secs} s${run.stopped ? ' (stopped)' : ''}: ${count(outcomes)}.`;
+}
+
+async function reset() {
+  try {
+    const resp = await fetch('/reset', { method: 'POST' });
+    const body = await resp.json();
+    if (!resp.ok) throw new Error(body.error || `HTTP ${resp.status}`);
+    mark('reset');
+    ui.scenarioResult.textContent = 'Reset: the demo key is full again.';
+    await poll();
+  } catch (err) {
+    ui.scenarioResult.textContent = `Reset failed: ${err.message}`;
+  }
+}
+
+// The policy.
+
+function fieldset(algorithm) {
+  return ui.form.querySelector(`fieldset[data-algorithm="${algorithm}"]`);
+}
+
+function selectAlgorithm(algorithm) {
+  ui.algorithm.value = algorithm;
+  for (const fs of ui.form.querySelectorAll('fieldset[data-algorithm]')) {
+    const on = fs.dataset.algorithm === algorithm;
+    fs.hidden = !on;
+    fs.disabled = !on; // a disabled fieldset's inputs are not submitted
+  }
+  ui.algorithmHelp.textContent = ALGORITHMS[algorithm].help;
+}
+
+// showConfig shows the server's configuration; fillForm also copies it
+// into the form, which polling must not do while someone edits it.
+function showConfig(cfg, fillForm) {
+  if (!cfg) return;
+  const changed = JSON.stringify(cfg) !== JSON.stringify(state.config);
+  const first = state.config === null;
+  state.config = cfg;
+  if (!changed) return;
+  const alg = ALGORITHMS[cfg.algorithm];
+  ui.summary.textContent = `${alg.name}: ${alg.summary(cfg)}`;
+  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(([name, unit]) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]));
+  ui.current.replaceChildren(...rows.flatMap(([name, value]) => {
+    const dt = document.createElement('dt');
+    dt.textContent = name;
+    const dd = document.createElement('dd');
+    dd.textContent = value;
+    return [dt, dd];
+  }));
+  ui.unit.textContent = alg.unit;
+  if (first || fillForm) {
+    selectAlgorithm(cfg.algorithm);
+    const fs = fieldset(cfg.algorithm);
+    for (const [name] of alg.fields) fs.querySelector(`[name="${name}"]`).value = cfg[name];
+  }
+}
+
+function clearErrors() {
+  ui.configError.textContent = '';
+  for (const el of ui.form.querySelectorAll('.field-error')) el.textContent = '';
+  for (const el of ui.form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+}
+
+async function applyConfig(event) {
+  event.preventDefault();
+  clearErrors();
+  ui.configStatus.textContent = 'Applying…';
+  const body = new URLSearchParams(new FormData(ui.form));
+  let resp, reply;
+  try {
+    resp = await fetch('/config', { method: 'POST', body });
+    reply = await resp.json();
+  } catch (err) {
+    ui.configStatus.textContent = '';
+    ui.configError.textContent = `The server did not answer: ${err.message}`;
+    return;
+  }
+  if (!reply.success) {
+    ui.configStatus.textContent = '';
+    ui.configError.textContent = reply.error || `HTTP ${resp.status}`;
+    const input = reply.field === 'algorithm'
+      ? ui.algorithm
+      : fieldset(ui.algorithm.value).querySelector(`[name="${reply.field}"]`);
+    if (input) {
+      input.setAttribute('aria-invalid', 'true');
+      const err = input.id === 'algorithm' ? $('algorithm-error') : $(`${input.id}-error`);
+      if (err) err.textContent = reply.error;
+      input.focus();
+    }
+    return;
+  }
+  const changed = JSON.stringify(reply.config) !== JSON.stringify(state.config);
+  showConfig(reply.config, true);
+  if (changed) mark('policy');
+  ui.configStatus.textContent = changed ? 'Applied; the demo key starts full.' : 'No change.';
+  await poll();
+}
+
+// The timeline.
+
+function drawTimeline() {
+  const c = ui.canvas;
+  const dpr = window.devicePixelRatio || 1;
+  const w = c.clientWidth;
+  const h = c.clientHeight;
+  if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(h * dpr);
+  }
+  const g = c.getContext('2d');
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, w, h);
+
+  const t1 = now();
+  const t0 = t1 - WINDOW_MS;
+  const left = 62;
+  const right = w - 12;
+  const x = (t) => left + ((t - t0) / WINDOW_MS) * (right - left);
+  const top = 10;
+  const levelBottom = 140;
+  const allowedY = 168;
+  const deniedY = 196;
+  const limit = Math.max(1, state.limit);
+  const y = (v) => levelBottom - (Math.max(0, Math.min(limit, v)) / limit) * (levelBottom - top);
+
+  // Forget what has scrolled out, keeping one sample to start the line.
+  while (state.samples.length > 1 && state.samples[1].t < t0) state.samples.shift();
+  while (state.requests.length && state.requests[0].t < t0) state.requests.shift();
+  while (state.marks.length && state.marks[0].t < t0) state.marks.shift();
+
+  g.font = '12px system-ui, sans-serif';
+  g.textBaseline = 'middle';
+  g.lineWidth = 1;
+
+  // Grid and axes.
+  g.strokeStyle = '#d0d7de';
+  g.fillStyle = '#57606a';
+  g.textAlign = 'right';
+  for (const v of [0, limit / 2, limit]) {
+    g.beginPath();
+    g.moveTo(left, Math.round(y(v)) + 0.5);
+    g.lineTo(right, Math.round(y(v)) + 0.5);
+    g.stroke();
+    g.fillText(String(Math.round(v * 10) / 10), left - 6, y(v));
+  }
+  g.textAlign = 'center';
+  for (let s = 0; s <= WINDOW_MS / 1000; s += 5) {
+    const tx = x(t1 - s * 1000);
+    g.fillText(s === 0 ? 'now' : `−${s} s`, tx, h - 10);
+  }
+  g.textAlign = 'right';
+  g.fillStyle = '#1a7f37';
+  g.fillText('allowed', left - 4, allowedY);
+  g.fillStyle = '#b3261e';
+  g.fillText('denied', left - 4, deniedY);
+
+  // The level, as a step line: it holds between samples.
+  if (state.samples.length) {
+    g.beginPath();
+    let first = true;
+    let prevY = 0;
+    for (const s of state.samples) {
+      const sx = Math.max(left, x(s.t));
+      const sy = y((s.remaining / Math.max(1, s.limit)) * limit);
+      if (first) {
+        g.moveTo(sx, sy);
+        first = false;
+      } else {
+        g.lineTo(sx, prevY);
+        g.lineTo(sx, sy);
+      }
+      prevY = sy;
+    }
+    g.lineTo(right, prevY);
+    g.strokeStyle = '#2f81f7';
+    g.lineWidth = 2;
+    g.stroke();
+    g.lineTo(right, levelBottom);
+    g.lineTo(Math.max(left, x(state.samples[0].t)), levelBottom);
+    g.closePath();
+    g.fillStyle = 'rgba(47, 129, 247, 0.15)';
+    g.fill();
+  }
+
+  // Requests: a bar per allowed one, a cross per denied one.
+  g.lineWidth = 2;
+  for (const r of state.requests) {
+    const rx = x(r.t);
+    if (r.allowed) {
+      g.strokeStyle = '#1a7f37';
+      g.beginPath();
+      g.moveTo(rx, allowedY - 9);
+      g.lineTo(rx, allowedY + 9);
+      g.stroke();
+    } else {
+      g.strokeStyle = '#b3261e';
+      g.beginPath();
+      g.moveTo(rx - 5, deniedY - 5);
+      g.lineTo(rx + 5, deniedY + 5);
+      g.moveTo(rx + 5, deniedY - 5);
+      g.lineTo(rx - 5, deniedY + 5);
+      g.stroke();
+    }
+  }
+
+  // Resets and policy changes.
+  g.setLineDash([4, 4]);
+  g.lineWidth = 1;
+  g.strokeStyle = '#57606a';
+  g.fillStyle = '#57606a';
+  g.textAlign = 'left';
+  for (const m of state.marks) {
+    const mx = Math.round(x(m.t)) + 0.5;
+    g.beginPath();
+    g.moveTo(mx, top);
+    g.lineTo(mx, deniedY + 10);
+    g.stroke();
+    // Between the level and the request lanes, where nothing else is drawn.
+    g.fillText(m.label, mx + 4, (levelBottom + allowedY) / 2 - 2);
+  }
+  g.setLineDash([]);
+
+  requestAnimationFrame(drawTimeline);
+}
+
+// Wiring.
+
+ui.submit.addEventListener('click', send);
+ui.reset.addEventListener('click', reset);
+ui.form.addEventListener('submit', applyConfig);
+ui.algorithm.addEventListener('change', () => {
+  clearErrors();
+  selectAlgorithm(ui.algorithm.value);
+});
+ui.burstForm.addEventListener('submit', burst);
+ui.burstN.addEventListener('input', burstLabel);
+ui.steadyForm.addEventListener('submit', steady);
+ui.steadyR.addEventListener('input', steadyLabel);
+ui.steadyS.addEventListener('input', steadyLabel);
+document.addEventListener('visibilitychange', () => { if (!document.hidden) poll(); });
+
+burstLabel();
+steadyLabel();
+selectAlgorithm(ui.algorithm.value);
+pollLoop();
+requestAnimationFrame(drawTimeline);
