@@ -1,0 +1,19 @@
+// Package conformance holds the test suite that every ratekeeper.Store
+// must pass, run against memstore and redisstore alike.
+//
+// It guarantees that, for every policy it lists:
+//
+//   - scripted scenarios give exact Results (Remaining, RetryAfter and
+//     ResetAfter to the microsecond) on every store;
+//   - the Lua script, memstore and the Go model (Spec.Step) return
+//     identical Results over long random sequences of costs and time
+//     steps under a controlled clock;
+//   - forgetting a key once its ResetAfter has passed, as expiry does,
+//     never changes a later decision, and keys do expire;
+//   - goroutines and processes racing on one key are admitted exactly as
+//     far as the policy allows, never one more.
+//
+// A new algorithm joins by adding its policies to the tables in
+// conformance_test.go and concurrency_test.go, and its own scripted
+// scenarios in a file of its own, as tokenbucket_test.go does.
+package conformance

@@ -1,0 +1,91 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// Fixed seeds keep failures reproducible.
+var seeds = []uint64{1, 2, 3}
+
+const equivalenceSteps = 10_000
+
+// TestRandomEquivalence requires the Lua script, memstore and the Go
+// model to return identical Results for every request of long random
+// sequences.
+func TestRandomEquivalence(t *testing.T) {
+	useRedis := os.Getenv(redistest.EnvAddr) != ""
+	if !useRedis {
+		t.Logf("no test Redis (%s unset): comparing memstore with the model only", redistest.EnvAddr)
+	}
+	for _, pc := range policies {
+		t.Run(pc.name, func(t *testing.T) {
+			t.Parallel()
+			// The seeds run at once too: each run spends most of its time
+			// waiting for Redis.
+			var wg sync.WaitGroup
+			for _, seed := range seeds {
+				wg.Go(func() {
+					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+						checkEquivalence(t, pc, seed, useRedis)
+					})
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
+	ctx := context.Background()
+	const key = "k"
+	clock := newClock()
+	spec := mustSpec(t, pc.policy)
+	mem := newLimiter(t, newMemstore(t, clock), pc.policy)
+	var red *ratekeeper.Limiter
+	if useRedis {
+		red = newLimiter(t, newRedisstore(t, clock), pc.policy)
+		forget(t, red, key)
+	}
+	var st ratekeeper.State
+	g := newStepGen(seed, pc, spec)
+	var allowed, denied int
+	for i := range equivalenceSteps {
+		d, n := g.next()
+		clock.Advance(d)
+		want := spec.Step(&st, clock.Now().UnixMicro(), n)
+		got, err := mem.AllowN(ctx, key, n)
+		if err != nil {
+			t.Fatalf("seed %d, step %d: memstore AllowN(%d): %v", seed, i, n, err)
+		}
+		redisLine := "redis    (no test Redis)"
+		var gotRedis ratekeeper.Result
+		if red != nil {
+			if gotRedis, err = red.AllowN(ctx, key, n); err != nil {
+				t.Fatalf("seed %d, step %d: redis AllowN(%d): %v", seed, i, n, err)
+			}
+			redisLine = fmt.Sprintf("redis    %+v", gotRedis)
+		}
+		if got != want || (red != nil && gotRedis != want) {
+			t.Fatalf("seed %d, step %d, %+v: cost %d at start+%v (after a step of %v):\n"+
+				"model    %+v\nmemstore %+v\n%s",
+				seed, i, pc.policy, n, clock.Elapsed(), d, want, got, redisLine)
+		}
+		if want.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	// A sequence that never denies (or never allows) compares little.
+	if allowed == 0 || denied == 0 {
+		t.Fatalf("seed %d: %d allowed and %d denied: the random steps do not exercise %+v",
+			seed, allowed, denied, pc.policy)
+	}
+}
