@@ -7,9 +7,9 @@ import (
 
 // FixedWindow allows Limit requests per Window, the window starting at a
 // key's first request (as an INCR with an expiry does). It is the simplest
-// and cheapest to reason about, but a client may pass 2×Limit within a
-// short span: Limit at the end of one window and Limit at the start of the
-// next. Denied requests do not count.
+// and cheapest to reason about, but a client may pass almost 2×Limit
+// within a short span: the rest of one window's Limit at its end, and
+// Limit at the start of the next. Denied requests do not count.
 type FixedWindow struct {
 	// Limit is the number of requests allowed per window. 1 to MaxLimit.
 	Limit int64

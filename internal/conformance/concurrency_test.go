@@ -39,6 +39,18 @@ var raceCases = []raceCase{
 	{"tb10_1per1h_cost1", ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Hour}, 1, 10, 0},
 	// 3 requests take 9 tokens; the 10th token is never enough.
 	{"tb10_1per1h_cost3", ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Hour}, 3, 3, 1},
+	{"gcra1per1h_b10_cost1", ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 10}, 1, 10, 0},
+	{"gcra1per1h_b10_cost3", ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 10}, 3, 3, 1},
+	{"fw10per1h_cost1", ratekeeper.FixedWindow{Limit: 10, Window: time.Hour}, 1, 10, 0},
+	{"fw10per1h_cost3", ratekeeper.FixedWindow{Limit: 10, Window: time.Hour}, 3, 3, 1},
+	{"swl10per1h_cost1", ratekeeper.SlidingWindowLog{Limit: 10, Window: time.Hour}, 1, 10, 0},
+	{"swl10per1h_cost3", ratekeeper.SlidingWindowLog{Limit: 10, Window: time.Hour}, 3, 3, 1},
+	// Windows are aligned to the hour: a race across the boundary still
+	// admits 10, as the previous window's weight rounds up.
+	{"swc10per1h_cost1", ratekeeper.SlidingWindowCounter{Limit: 10, Window: time.Hour}, 1, 10, 0},
+	{"swc10per1h_cost3", ratekeeper.SlidingWindowCounter{Limit: 10, Window: time.Hour}, 3, 3, 1},
+	// The leaky bucket drains all along, which Remaining shows: it races
+	// in TestLeakyBucketConcurrentDecisions.
 }
 
 const raceTimeout = 30 * time.Second

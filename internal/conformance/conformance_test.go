@@ -183,6 +183,18 @@ var policies = []policyCase{
 	{"tb1_2.5per100ms", ratekeeper.TokenBucket{Capacity: 1, RefillRate: 2.5, RefillInterval: 100 * time.Millisecond}, 100 * time.Millisecond},
 	// Token counts of 10^12, refilled every microsecond.
 	{"tb1e6_1.5per1us", ratekeeper.TokenBucket{Capacity: 1_000_000, RefillRate: 1.5, RefillInterval: time.Microsecond}, time.Microsecond},
+	// An emission interval of 1s/3, rounded up to 333,334µs.
+	{"gcra3per1s_b5", ratekeeper.GCRA{Rate: 3, Period: time.Second, Burst: 5}, 333_334 * time.Microsecond},
+	// A window opens at a request: steps of a Window, ±1µs, from one
+	// meet its end.
+	{"fw5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond}, 1500 * time.Millisecond},
+	{"swl5per1s", ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second}, 200 * time.Millisecond},
+	// Windows aligned to the epoch: 1.9·10^15µs is 200,000µs past a
+	// multiple of 700,000µs, on the quantum's grid. Offsets weigh the
+	// previous window's count by fractions of 700,000.
+	{"swc7per700ms", ratekeeper.SlidingWindowCounter{Limit: 7, Window: 700 * time.Millisecond}, 100 * time.Millisecond},
+	// 700 billionths per µs: one request drains in 1,428,571.4µs.
+	{"lb5_0.7ps", ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 0.7}, 1_428_572 * time.Microsecond},
 }
 
 func mustSpec(t testing.TB, p ratekeeper.Policy) ratekeeper.Spec {

@@ -1,0 +1,151 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// The expected Results are worked out by hand in the comments. A window
+// opens at the first request that finds none open and lasts Window; a
+// request passes when the window's count plus its cost is at most Limit.
+// RetryAfter and ResetAfter are both the end of the window.
+var fwScenarios = []scenario{
+	{
+		name:   "the window starts at the first request",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			// A peek opens no window.
+			{n: 0, want: ok(3, 0)},
+			{at: 300 * ms, n: 1, want: ok(2, 1*sec)},
+			{at: 800 * ms, n: 1, want: ok(1, 500*ms)},
+			{at: 800 * ms, n: 1, want: ok(0, 500*ms)},
+			{at: 800 * ms, n: 1, want: denied(0, 500*ms, 500*ms)},
+			{at: 800 * ms, n: 0, want: denied(0, 500*ms, 500*ms)},
+			{at: 1_299_999 * us, n: 1, want: denied(0, 1*us, 1*us)},
+			// The next window opens at 1.3s, not at a multiple of Window.
+			{at: 1300 * ms, n: 1, want: ok(2, 1*sec)},
+		},
+	},
+	{
+		name:   "denied requests do not count; a cost is taken whole or not at all",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			{n: 2, want: ok(1, 1*sec)},
+			{at: 100 * ms, n: 2, want: denied(1, 900*ms, 900*ms)},
+			{at: 100 * ms, n: 3, want: denied(1, 900*ms, 900*ms)},
+			{at: 100 * ms, peek: true, want: ok(1, 900*ms)},
+			{at: 100 * ms, n: 1, want: ok(0, 900*ms)},
+			{at: 100 * ms, n: 1, want: denied(0, 900*ms, 900*ms)},
+			// The next window admits the whole Limit at once.
+			{at: 1 * sec, n: 3, want: ok(0, 1*sec)},
+		},
+	},
+	{
+		name:   "a peek consumes nothing and answers for cost 1",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			{peek: true, want: ok(3, 0)},
+			{n: 1, want: ok(2, 1*sec)},
+			{at: 200 * ms, n: 0, want: ok(2, 800*ms)},
+			{at: 200 * ms, peek: true, want: ok(2, 800*ms)},
+			{at: 200 * ms, n: 2, want: ok(0, 800*ms)},
+			{at: 200 * ms, n: 0, want: denied(0, 800*ms, 800*ms)},
+			{at: 200 * ms, peek: true, want: denied(0, 800*ms, 800*ms)},
+		},
+	},
+	{
+		name:   "Reset forgets the window",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			{n: 3, want: ok(0, 1*sec)},
+			{n: 1, want: denied(0, 1*sec, 1*sec)},
+			{at: 400 * ms, reset: true},
+			{at: 400 * ms, n: 0, want: ok(3, 0)},
+			// A new window opens at 0.4s.
+			{at: 400 * ms, n: 1, want: ok(2, 1*sec)},
+			{at: 1_399_999 * us, n: 3, want: denied(2, 1*us, 1*us)},
+		},
+	},
+	{
+		// The known trade-off of fixed windows: a client may pass close
+		// to 2×Limit across a window boundary. As the window opens at its
+		// first request, that request sits at its start, so a short span
+		// holds Limit−1 at the end of one window and Limit at the start of
+		// the next; an exact rolling window would have admitted 1 at 1s.
+		name:   "almost 2×Limit within a microsecond across a window boundary",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			{n: 1, want: ok(2, 1*sec)},
+			{at: 999_999 * us, n: 2, want: ok(0, 1*us)},
+			{at: 1 * sec, n: 3, want: ok(0, 1*sec)},
+		},
+	},
+	{
+		name:   "the key is fresh again exactly at ResetAfter",
+		policy: ratekeeper.FixedWindow{Limit: 3, Window: sec},
+		steps: []tbStep{
+			{n: 3, want: ok(0, 1*sec)},
+			{at: 999_999 * us, n: 1, want: denied(0, 1*us, 1*us)},
+			{at: 999_999 * us, key: "new", n: 0, want: ok(3, 0)},
+			{at: 1 * sec, n: 2, want: ok(1, 1*sec)},
+			{at: 1 * sec, key: "new", n: 2, want: ok(1, 1*sec)},
+		},
+	},
+}
+
+func TestFixedWindowScenarios(t *testing.T) { runScenarios(t, fwScenarios) }
+
+// TestRedisFixedWindowRepairsLostExpiry checks that a key that lost its
+// expiry (PERSIST, or a failover that dropped it) is not stuck with its
+// old window: once the window is over, decisions are fresh again and the
+// key gets an expiry again.
+func TestRedisFixedWindowRepairsLostExpiry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := redistest.Client(t)
+	clock := newClock()
+	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
+	// A minute, so that Redis's real clock cannot expire the key first.
+	lim := newLimiter(t, store, ratekeeper.FixedWindow{Limit: 3, Window: time.Minute})
+	forget(t, lim, "k")
+	redisKey := store.Key("k", lim.Spec())
+	pttl := func() time.Duration {
+		t.Helper()
+		d, err := client.PTTL(ctx, redisKey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	check := func(what string, want ratekeeper.Result) {
+		t.Helper()
+		want.Limit = 3
+		if res, err := lim.Allow(ctx, "k"); err != nil || res != want {
+			t.Fatalf("Allow %s: %+v, %v; want %+v", what, res, err, want)
+		}
+	}
+
+	check("at 0", ok(2, time.Minute))
+	check("at 0", ok(1, time.Minute))
+	check("at 0", ok(0, time.Minute))
+	if err := client.Persist(ctx, redisKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := pttl(); d != -1 {
+		t.Fatalf("PTTL of %s is %v after PERSIST, want -1 (no expiry)", redisKey, d)
+	}
+	clock.Advance(time.Minute - us)
+	check("1µs before the end of the window", denied(0, 1*us, 1*us))
+	clock.Advance(us)
+	check("at the end of the window", ok(2, time.Minute))
+	// The script sets PX to the window plus a second of slack for the
+	// supplied clock.
+	if d := pttl(); d <= time.Minute-5*time.Second || d > time.Minute+time.Second {
+		t.Fatalf("PTTL of %s is %v after the repair, want the window plus a second", redisKey, d)
+	}
+}
