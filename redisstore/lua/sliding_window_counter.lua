@@ -1,4 +1,4 @@
--- Sliding window counter; the model is ratekeeper's slidingwindowcounter.go.
+-- Sliding window counter; the model is ratekeeper's slidingcounter.go.
 -- KEYS[1]  "<start of the current window, µs>:<previous count>:<current count>"
 -- ARGV[4]  limit, ARGV[5] window (µs)
 

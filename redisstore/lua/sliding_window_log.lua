@@ -1,4 +1,4 @@
--- Sliding window log; the model is ratekeeper's slidingwindowlog.go.
+-- Sliding window log; the model is ratekeeper's slidinglog.go.
 -- KEYS[1]  a sorted set of admitted requests scored by their time (µs)
 -- ARGV[4]  limit, ARGV[5] window (µs)
 
