@@ -35,27 +35,27 @@ type algorithm struct {
 }
 
 var algorithms = map[string]*algorithm{
-	ratekeeper.AlgorithmTokenBucket:          newAlgorithm("token_bucket.lua", 3, ":tb"),
-	ratekeeper.AlgorithmGCRA:                 newAlgorithm("gcra.lua", 2, ":gcra"),
-	ratekeeper.AlgorithmFixedWindow:          newAlgorithm("fixed_window.lua", 2, ":fw"),
-	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm("sliding_window_log.lua", 2, ":swl"),
-	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm("sliding_window_counter.lua", 2, ":swc"),
-	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm("leaky_bucket.lua", 2, ":lb"),
+	ratekeeper.AlgorithmTokenBucket:          newAlgorithm(3, ":tb", "token_bucket.lua"),
+	ratekeeper.AlgorithmGCRA:                 newAlgorithm(2, ":gcra", "gcra.lua"),
+	ratekeeper.AlgorithmFixedWindow:          newAlgorithm(2, ":fw", "fixed_window.lua"),
+	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm(2, ":swl", "sliding_window_log.lua"),
+	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm(2, ":swc", "muldiv.lua", "sliding_window_counter.lua"),
+	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(2, ":lb", "leaky_bucket.lua"),
 }
 
-// newAlgorithm loads a script, after lib.lua, the helpers every script
-// shares.
-func newAlgorithm(file string, params int, keys ...string) *algorithm {
-	lib, err := luaFiles.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic(err) // embedded at build time; cannot happen
+// newAlgorithm builds a script from lib.lua, the helpers every script
+// shares, and files; its one key ends with suffix.
+func newAlgorithm(params int, suffix string, files ...string) *algorithm {
+	var src strings.Builder
+	for _, f := range append([]string{"lib.lua"}, files...) {
+		part, err := luaFiles.ReadFile("lua/" + f)
+		if err != nil {
+			panic(err) // embedded at build time; cannot happen
+		}
+		src.Write(part)
+		src.WriteByte('\n')
 	}
-	src, err := luaFiles.ReadFile("lua/" + file)
-	if err != nil {
-		panic(err)
-	}
-	full := string(lib) + "\n" + string(src)
-	return &algorithm{script: redis.NewScript(full), src: full, params: params, keys: keys}
+	return &algorithm{script: redis.NewScript(src.String()), src: src.String(), params: params, keys: []string{suffix}}
 }
 
 // DefaultKeyPrefix begins every Redis key the store writes.

@@ -13,7 +13,7 @@ if count + need <= limit then
   allowed = 1
   if n > 0 then
     count = count + n
-    redis.call('SET', KEYS[1], string.format('%d:%d', count, start), 'PX', expire_ms(start + window - now))
+    redis.call('SET', KEYS[1], string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
   end
 end
 local retry_after, reset_after = 0, 0

@@ -13,11 +13,11 @@ if next_tat - now <= tolerance then
   allowed = 1
   if n > 0 then
     tat = next_tat
-    redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', expire_ms(tat - now))
+    redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
   end
 end
 local retry_after = 0
 if allowed == 0 then retry_after = next_tat - tolerance - now end
 local room = tolerance - (tat - now)
 if room < 0 then room = 0 end
-return {allowed, idiv(room, interval) * 1000000, retry_after, tat - now}
+return {allowed, math.floor(room / interval) * 1000000, retry_after, tat - now}

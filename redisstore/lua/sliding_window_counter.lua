@@ -4,7 +4,7 @@
 
 local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local start = idiv(now, window) * window
+local start = math.floor(now / window) * window
 local prev, curr = 0, 0
 local s, p, c = decode(redis.call('GET', KEYS[1]), 3)
 if s then
@@ -45,7 +45,7 @@ elseif prev > 0 then
   reset_after = start + window - now
 end
 if allowed == 1 and n > 0 then
-  redis.call('SET', KEYS[1], string.format('%d:%d:%d', start, prev, curr), 'PX', expire_ms(reset_after))
+  redis.call('SET', KEYS[1], string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
 end
 local remaining = limit - curr - weighted
 if remaining < 0 then remaining = 0 end

@@ -35,6 +35,6 @@ if allowed == 0 then -- until enough of the oldest entries have left
 end
 if count > 0 then
   reset_after = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now
-  if allowed == 1 and n > 0 then redis.call('PEXPIRE', key, expire_ms(reset_after)) end
+  if allowed == 1 and n > 0 then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
 end
 return {allowed, (limit - count) * 1000000, retry_after, reset_after}

@@ -10,8 +10,8 @@ local t, l = decode(redis.call('GET', KEYS[1]), 2)
 if t then
   tokens, last = t, l
   if now > last then
-    local steps = idiv(now - last, interval)
-    if steps >= cdiv(capacity - tokens, rate) then
+    local steps = math.floor((now - last) / interval)
+    if steps >= math.ceil((capacity - tokens) / rate) then
       tokens = capacity
     else
       tokens = tokens + steps * rate
@@ -31,13 +31,13 @@ if tokens >= cost then
 end
 local retry_after, reset_after = 0, 0
 if allowed == 0 then
-  retry_after = last + cdiv(cost - tokens, rate) * interval - now
+  retry_after = last + math.ceil((cost - tokens) / rate) * interval - now
 end
 if tokens < capacity then
-  reset_after = last + cdiv(capacity - tokens, rate) * interval - now
+  reset_after = last + math.ceil((capacity - tokens) / rate) * interval - now
 end
 if allowed == 1 and n > 0 then
   -- Expire when full again: from then on a missing key decides the same.
-  redis.call('SET', KEYS[1], string.format('%d:%d', tokens, last), 'PX', expire_ms(reset_after))
+  redis.call('SET', KEYS[1], string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
 end
 return {allowed, tokens, retry_after, reset_after}

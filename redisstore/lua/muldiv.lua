@@ -1,0 +1,18 @@
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
+-- 2^53: long division over the bits of a keeps every term below 2^52.
+local function muldiv(a, b, c)
+  local whole = math.floor(b / c)
+  local frac = b - whole * c
+  local q, r = 0, 0 -- a * frac = q * c + r, built bit by bit
+  for i = 30, 0, -1 do
+    q, r = q * 2, r * 2
+    if r >= c then q, r = q + 1, r - c end
+    if math.floor(a / 2 ^ i) % 2 == 1 then
+      r = r + frac
+      if r >= c then q, r = q + 1, r - c end
+    end
+  end
+  return a * whole + q
+end
