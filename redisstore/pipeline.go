@@ -40,17 +40,27 @@ type pipeliner struct {
 }
 
 // submit sends c at once, alone, when fewer than maxFlying round trips
-// are in flight; else it queues c for the next batch.
-func (p *pipeliner) submit(c *call) {
+// are in flight; else it queues c for the next batch. With inline, a call
+// sent at once runs on the caller's goroutine (see Store.Decide); submit
+// then returns when it is done.
+func (p *pipeliner) submit(ctx context.Context, c *call, inline bool) {
 	p.mu.Lock()
-	if p.flying < maxFlying {
-		p.flying++
+	if p.flying >= maxFlying {
+		p.queue = append(p.queue, c)
 		p.mu.Unlock()
+		return
+	}
+	p.flying++
+	p.mu.Unlock()
+	if !inline {
 		go p.flush([]*call{c})
 		return
 	}
-	p.queue = append(p.queue, c)
-	p.mu.Unlock()
+	c.run(ctx, p.client)
+	close(c.done)
+	if batch := p.next(); batch != nil {
+		go p.flush(batch)
+	}
 }
 
 // next takes the queued calls, or marks the pipeliner idle if there are
@@ -71,7 +81,7 @@ func (p *pipeliner) next() []*call {
 func (p *pipeliner) flush(batch []*call) {
 	for batch != nil {
 		if len(batch) == 1 {
-			batch[0].run(p.client)
+			batch[0].run(context.Background(), p.client)
 		} else {
 			runBatch(p.client, batch)
 		}
@@ -86,13 +96,12 @@ func (p *pipeliner) flush(batch []*call) {
 	}
 }
 
-// run sends c alone: EVALSHA, and EVAL if the script is missing. Like a
-// batch, it is bounded by the client's timeouts, not by one caller's
-// context, which go-redis honours only with ContextTimeoutEnabled; the
-// caller stops waiting when its context ends.
-func (c *call) run(client redis.UniversalClient) {
+// run sends c alone: EVALSHA, and EVAL if the script is missing. go-redis
+// bounds it by ctx only with ContextTimeoutEnabled, and otherwise by its
+// own timeouts.
+func (c *call) run(ctx context.Context, client redis.UniversalClient) {
 	if !c.abandoned.Load() {
-		c.reply, c.err = c.alg.script.Run(context.Background(), client, c.keys, c.args...).Result()
+		c.reply, c.err = c.alg.script.Run(ctx, client, c.keys, c.args...).Result()
 	}
 }
 

@@ -77,6 +77,21 @@ type Store struct {
 	now       func() time.Time
 	pipeliner *pipeliner // nil without auto-pipelining
 	denies    *denyCache // nil without a deny cache
+	// contextTimeouts: the client bounds each call by its context.
+	contextTimeouts bool
+}
+
+// contextTimeouts reports whether client honours context deadlines
+// (ContextTimeoutEnabled); go-redis otherwise bounds calls by its own
+// timeouts only.
+func contextTimeouts(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 var _ ratekeeper.Store = (*Store)(nil)
@@ -143,7 +158,7 @@ func (s *Store) DenyCacheHits() int64 {
 // New returns a Store over client. It does not contact Redis: scripts are
 // loaded on first use, so an application can start while Redis is down.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultKeyPrefix}
+	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client)}
 	s.pipeliner = &pipeliner{client: client}
 	for _, opt := range opts {
 		opt(s)
@@ -176,11 +191,19 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		args = append(args, p)
 	}
 	c := &call{alg: alg, keys: s.keys(key, alg), args: args, done: make(chan struct{})}
-	if s.pipeliner != nil {
-		s.pipeliner.submit(c)
-	} else {
+	// A call waits on a goroutine of its own only when it must be able to
+	// give up at ctx's end and go-redis would not: a handoff costs more
+	// than the rest of the client's work.
+	inline := ctx.Done() == nil || s.contextTimeouts
+	switch {
+	case s.pipeliner != nil:
+		s.pipeliner.submit(ctx, c, inline)
+	case inline:
+		c.run(ctx, s.client)
+		close(c.done)
+	default:
 		go func() {
-			c.run(s.client)
+			c.run(context.Background(), s.client)
 			close(c.done)
 		}()
 	}
