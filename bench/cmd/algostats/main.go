@@ -1,0 +1,405 @@
+// Command algostats measures what each ratekeeper algorithm costs in Redis,
+// through redisstore with its default options (the server's clock):
+//
+//   - the memory of one caller's key (MEMORY USAGE … SAMPLES 0) after one
+//     request and after Limit requests, averaged over several callers;
+//   - the server time per decision: the usec of EVALSHA and EVAL in INFO
+//     commandstats, which include the commands each script calls, divided
+//     by the number of decisions. The decisions go to callers drawn from a
+//     Zipf distribution, so a few hot callers are denied while most pass.
+//
+// The token bucket script of Redis's guide "Token bucket rate limiter with
+// Redis and Rust" (a hash written with HMSET on every call, the client's
+// clock, no expiry) is measured alongside as a baseline.
+// Every policy grants -limit requests per minute (default 100). The timed
+// part runs -runs times and the table gives the median.
+//
+// algostats runs CONFIG RESETSTAT and reads server-wide statistics, so give
+// it a Redis of its own, for example from the repository root:
+//
+//	scripts/with-redis.sh sh -c 'cd bench && go run ./cmd/algostats'
+//
+// scripts/with-redis.sh starts a throwaway redis-server and sets
+// RATEKEEPER_REDIS_ADDR, the default of -redis. algostats deletes the keys
+// it wrote before it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// memCallers is how many callers the memory figures are averaged over.
+const memCallers = 10
+
+// The callers' popularity: caller k is drawn with a probability
+// proportional to (zipfV+k)^-zipfS. With the default 20,000 decisions over
+// 1,000 callers, 36 callers pass the limit and about a fifth of all
+// decisions are denials.
+const (
+	zipfS = 1.1
+	zipfV = 10
+)
+
+func main() {
+	addr := flag.String("redis", os.Getenv("RATEKEEPER_REDIS_ADDR"), "address of a Redis used by nothing else (default $RATEKEEPER_REDIS_ADDR)")
+	n := flag.Int("n", 20000, "decisions per algorithm and run")
+	callers := flag.Int("callers", 1000, "distinct callers the decisions are spread over")
+	runs := flag.Int("runs", 5, "timed runs; the table gives the median")
+	limit := flag.Int("limit", 100, "requests per minute that every policy grants")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("algostats: ")
+	if *addr == "" {
+		log.Fatal("no Redis: give -redis, or run under scripts/with-redis.sh")
+	}
+	if *n <= 0 || *callers <= 0 || *runs <= 0 || *limit <= 0 {
+		log.Fatal("-n, -callers, -runs and -limit must be positive")
+	}
+	// Redis counts usec in wall-clock time, which grows whenever the client
+	// takes its core: kept to one core, the client leaves Redis the other.
+	runtime.GOMAXPROCS(1)
+
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr})
+	defer rdb.Close()
+	if err := run(ctx, rdb, *n, *callers, *runs, *limit); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, rdb *redis.Client, n, numCallers, runs, limit int) error {
+	server, err := rdb.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	subjects, err := newSubjects(rdb, limit)
+	if err != nil {
+		return err
+	}
+
+	// Caller names have one length, so that key sizes are comparable.
+	callers := make([]string, numCallers)
+	for i := range callers {
+		callers[i] = fmt.Sprintf("user:%07d", i)
+	}
+	memNames := make([]string, memCallers)
+	for i := range memNames {
+		memNames[i] = fmt.Sprintf("user:%07d", numCallers+i)
+	}
+	everyone := append(slices.Clone(callers), memNames...)
+	defer func() {
+		for _, s := range subjects {
+			if err := deleteKeys(ctx, rdb, s, everyone); err != nil {
+				log.Print(err)
+			}
+		}
+	}()
+
+	// The same sequence of callers for every algorithm and run.
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(r, zipfS, zipfV, uint64(numCallers-1))
+	seq := make([]int, n)
+	perCaller := make([]int, numCallers)
+	for i := range seq {
+		seq[i] = int(zipf.Uint64())
+		perCaller[seq[i]]++
+	}
+	hot := 0
+	for _, c := range perCaller {
+		if c > limit {
+			hot++
+		}
+	}
+
+	rows := make([]row, len(subjects))
+	for i, s := range subjects {
+		rows[i].name = s.name
+		if err := deleteKeys(ctx, rdb, s, memNames); err != nil {
+			return err
+		}
+		if rows[i].mem1, rows[i].memLimit, err = measureMemory(ctx, rdb, s, memNames, limit); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for k := range runs {
+		for i, s := range subjects {
+			c, err := measureCost(ctx, rdb, s, callers, seq)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			rows[i].usec = append(rows[i].usec, c.usec)
+			rows[i].calls, rows[i].allowed = c.calls, c.allowed
+			fmt.Fprintf(os.Stderr, "run %d: %-24s %6.2f µs/decision\n", k+1, s.name, c.usec)
+		}
+	}
+
+	fmt.Printf("Redis %s, %d CPUs shared by client and server; limit %d per minute; "+
+		"%d decisions over %d callers per run (%d callers make more than %d requests), median of %d runs.\n\n",
+		server["Server"]["redis_version"], runtime.NumCPU(), limit, n, numCallers, hot, limit, runs)
+	fmt.Printf("| Algorithm | Bytes per key after 1 request | after %d | Server µs per decision | min–max | redis.call per decision | Allowed |\n", limit)
+	fmt.Println("|---|--:|--:|--:|--:|--:|--:|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %.2f | %.2f–%.2f | %.2f | %.1f%% |\n",
+			r.name, trim(r.mem1), trim(r.memLimit), median(r.usec), slices.Min(r.usec), slices.Max(r.usec),
+			r.calls, 100*r.allowed)
+	}
+	return nil
+}
+
+// row is one algorithm's line of the table.
+type row struct {
+	name           string
+	mem1, memLimit float64
+	usec           []float64 // per run
+	calls, allowed float64   // per decision, from the last run
+}
+
+// subject is one algorithm under measurement, as it runs in Redis.
+type subject struct {
+	name string
+	// key is the Redis key that holds a caller's state.
+	key func(caller string) string
+	// allow decides one request of cost 1.
+	allow func(ctx context.Context, caller string) (bool, error)
+	// load loads the script, so that every measured decision is an EVALSHA.
+	load func(ctx context.Context) error
+}
+
+func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
+	store := redisstore.New(rdb)
+	l := int64(limit)
+	step := time.Minute / time.Duration(l)
+	policies := []struct {
+		name   string
+		policy ratekeeper.Policy
+	}{
+		{fmt.Sprintf("Token bucket (1 per %v)", step), ratekeeper.TokenBucket{Capacity: l, RefillRate: 1, RefillInterval: step}},
+		{"GCRA", ratekeeper.GCRA{Rate: l, Period: time.Minute, Burst: l}},
+		{"Fixed window", ratekeeper.FixedWindow{Limit: l, Window: time.Minute}},
+		{"Sliding window log", ratekeeper.SlidingWindowLog{Limit: l, Window: time.Minute}},
+		{"Sliding window counter", ratekeeper.SlidingWindowCounter{Limit: l, Window: time.Minute}},
+		{"Leaky bucket", ratekeeper.LeakyBucket{Capacity: l, LeakRate: float64(l) / 60}},
+	}
+	var subjects []subject
+	for _, p := range policies {
+		lim, err := ratekeeper.New(store, p.policy)
+		if err != nil {
+			return nil, fmt.Errorf("-limit %d: %w", limit, err)
+		}
+		subjects = append(subjects, subject{
+			name: p.name,
+			key:  func(caller string) string { return store.Key(caller, lim.Spec()) },
+			allow: func(ctx context.Context, caller string) (bool, error) {
+				res, err := lim.Allow(ctx, caller)
+				return res.Allowed, err
+			},
+			load: func(ctx context.Context) error {
+				_, err := lim.Peek(ctx, "user:warm-up")
+				return err
+			},
+		})
+	}
+	tb := subjects[0]
+	return append(subjects, guideSubject(rdb, tb.key, limit)), nil
+}
+
+// guideScript is the guide's token bucket, measured as a baseline: a
+// hash read with HMGET and written with HMSET on every call, allowed or
+// not; the client's clock in seconds (ARGV[4]); no expiry.
+var guideScript = redis.NewScript(`
+local tokens, last = unpack(redis.call('HMGET', KEYS[1], 'tokens', 'last_refill'))
+local capacity, rate, interval, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+tokens, last = tonumber(tokens), tonumber(last)
+if tokens == nil then tokens, last = capacity, now end
+local refills = math.floor((now - last) / interval)
+if refills > 0 then
+  tokens = math.min(capacity, tokens + refills * rate)
+  last = last + refills * interval
+end
+local allowed = 0
+if tokens >= 1 then tokens, allowed = tokens - 1, 1 end
+redis.call('HMSET', KEYS[1], 'tokens', tokens, 'last_refill', last)
+return {allowed, tokens}
+`)
+
+// guideSubject runs guideScript with the token bucket's parameters, on keys
+// as long as the token bucket's, so that only the values differ in size.
+func guideSubject(rdb *redis.Client, tbKey func(string) string, limit int) subject {
+	key := func(caller string) string { return strings.TrimSuffix(tbKey(caller), ":tb") + ":rg" }
+	interval := strconv.FormatFloat(60/float64(limit), 'f', -1, 64)
+	return subject{
+		name: "Redis guide's token bucket",
+		key:  key,
+		allow: func(ctx context.Context, caller string) (bool, error) {
+			now := strconv.FormatFloat(float64(time.Now().UnixMicro())/1e6, 'f', 6, 64)
+			v, err := guideScript.Run(ctx, rdb, []string{key(caller)}, limit, 1, interval, now).Int64Slice()
+			if err != nil {
+				return false, err
+			}
+			if len(v) != 2 {
+				return false, fmt.Errorf("unexpected reply %v", v)
+			}
+			return v[0] == 1, nil
+		},
+		load: func(ctx context.Context) error { return guideScript.Load(ctx, rdb).Err() },
+	}
+}
+
+// measureMemory returns the average MEMORY USAGE of the callers' keys after
+// one request and after limit requests, all of which must be allowed.
+func measureMemory(ctx context.Context, rdb *redis.Client, s subject, callers []string, limit int) (after1, afterLimit float64, err error) {
+	for _, c := range callers {
+		for i := range limit {
+			ok, err := s.allow(ctx, c)
+			if err != nil {
+				return 0, 0, err
+			}
+			if !ok {
+				return 0, 0, fmt.Errorf("request %d of %s denied while filling its key", i+1, c)
+			}
+			if i == 0 || i == limit-1 {
+				bytes, err := rdb.MemoryUsage(ctx, s.key(c), 0).Result()
+				if err != nil {
+					return 0, 0, fmt.Errorf("MEMORY USAGE %s: %w", s.key(c), err)
+				}
+				if i == 0 {
+					after1 += float64(bytes)
+				} else {
+					afterLimit += float64(bytes)
+				}
+			}
+		}
+	}
+	return after1 / float64(len(callers)), afterLimit / float64(len(callers)), nil
+}
+
+// cost is what one run of decisions cost the server, per decision.
+type cost struct {
+	usec    float64 // script time, including the commands it calls
+	calls   float64 // commands called from scripts
+	allowed float64 // share of decisions allowed
+}
+
+// notScripted are commands in commandstats that scripts do not call.
+var notScripted = map[string]bool{
+	"evalsha": true, "eval": true, "script": true, "config": true, "info": true,
+	"hello": true, "client": true, "ping": true, "del": true, "memory": true,
+}
+
+// measureCost runs seq's decisions from fresh keys and reads their cost
+// from INFO commandstats.
+func measureCost(ctx context.Context, rdb *redis.Client, s subject, callers []string, seq []int) (cost, error) {
+	if err := deleteKeys(ctx, rdb, s, callers); err != nil {
+		return cost{}, err
+	}
+	if err := s.load(ctx); err != nil {
+		return cost{}, err
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return cost{}, err
+	}
+	allowed := 0
+	for _, i := range seq {
+		ok, err := s.allow(ctx, callers[i])
+		if err != nil {
+			return cost{}, err
+		}
+		if ok {
+			allowed++
+		}
+	}
+	info, err := rdb.InfoMap(ctx, "commandstats").Result()
+	if err != nil {
+		return cost{}, err
+	}
+	var c cost
+	var scripts int64
+	for name, v := range info["Commandstats"] {
+		cmd := strings.TrimPrefix(name, "cmdstat_")
+		calls, usec, err := parseCommandStat(v)
+		if err != nil {
+			return cost{}, fmt.Errorf("%s: %w", name, err)
+		}
+		switch {
+		case cmd == "evalsha" || cmd == "eval":
+			scripts += calls
+			c.usec += float64(usec)
+		case !notScripted[cmd]:
+			c.calls += float64(calls)
+		}
+	}
+	d := float64(len(seq))
+	if scripts != int64(len(seq)) {
+		return cost{}, fmt.Errorf("%d script calls for %d decisions: is another client using this Redis?", scripts, len(seq))
+	}
+	c.usec /= d
+	c.calls /= d
+	c.allowed = float64(allowed) / d
+	return c, nil
+}
+
+// parseCommandStat reads calls and usec from a commandstats value such as
+// "calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=0".
+func parseCommandStat(v string) (calls, usec int64, err error) {
+	var seen int
+	for field := range strings.SplitSeq(v, ",") {
+		name, val, _ := strings.Cut(field, "=")
+		var p *int64
+		switch name {
+		case "calls":
+			p = &calls
+		case "usec":
+			p = &usec
+		default:
+			continue
+		}
+		if *p, err = strconv.ParseInt(val, 10, 64); err != nil {
+			return 0, 0, err
+		}
+		seen++
+	}
+	if seen != 2 {
+		return 0, 0, errors.New("no calls or usec in " + strconv.Quote(v))
+	}
+	return calls, usec, nil
+}
+
+// deleteKeys deletes the callers' keys under s.
+func deleteKeys(ctx context.Context, rdb *redis.Client, s subject, callers []string) error {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range callers {
+			p.Del(ctx, s.key(c))
+		}
+		return nil
+	})
+	return err
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// trim formats an average of byte counts, without a fraction when whole.
+func trim(x float64) string {
+	return strconv.FormatFloat(x, 'f', -1, 64)
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// policy is the limit every library applies to each caller key: Rate
+// requests per second with bursts of Burst, expressed in each library's
+// own terms.
+type policy struct {
+	Rate  int64
+	Burst int64
+}
+
+// tokenBucket is the policy as ratekeeper's (and the seed's) token bucket:
+// Burst tokens, one more every 1/Rate second.
+func (p policy) tokenBucket() ratekeeper.TokenBucket {
+	return ratekeeper.TokenBucket{Capacity: p.Burst, RefillRate: 1, RefillInterval: time.Second / time.Duration(p.Rate)}
+}
+
+// decideFunc makes one decision for key: whether the request may pass.
+type decideFunc func(ctx context.Context, key string) (allowed bool, err error)
+
+// lib is one rate limiter under test.
+type lib struct {
+	name  string
+	about string
+	// open connects to Redis at addr and returns the decision function
+	// for the policy, and a function that releases what open acquired.
+	open func(addr string, p policy) (decideFunc, func(), error)
+	// cmds are the commands the library sends to Redis itself, whose
+	// INFO commandstats usec add up to its server time. Commands that
+	// scripts call are left out: a script's usec includes them.
+	cmds []string
+	// nested names, for a command in cmds, the script that also calls it
+	// once per run, so that those calls can be taken out of its total.
+	nested map[string]string
+	// oneCall: each decision is one command, so Redis calls per denied
+	// request can be told from the totals.
+	oneCall bool
+}
+
+var scriptCmds = []string{"evalsha", "eval"}
+
+// libs are all the libraries loadgen knows, in the order it reports them.
+var libs = []lib{
+	{
+		name:    "ratekeeper",
+		about:   "redisstore.New(client), the default: token bucket script, auto-pipelining on",
+		open:    openRatekeeper(),
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "ratekeeper-nopipe",
+		about:   "redisstore.WithAutoPipelining(false): one pooled connection per decision",
+		open:    openRatekeeper(redisstore.WithAutoPipelining(false)),
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "ratekeeper+denycache",
+		about:   "redisstore.WithDenyCache(100000): denials answered in process until they run out",
+		open:    openRatekeeper(redisstore.WithDenyCache(100_000)),
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "ratekeeper-rueidis",
+		about:   "ratekeeper's token bucket script and ARGV sent by rueidis, whose auto-pipelining is on by default",
+		open:    openRueidis,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "ratekeeper-gcra",
+		about:   "redisstore.New(client) with ratekeeper.GCRA, its one-integer policy",
+		open:    openRatekeeperGCRA,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "redis_rate",
+		about:   "github.com/go-redis/redis_rate/v10: GCRA script",
+		open:    openRedisRate,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "ulule",
+		about:   "github.com/ulule/limiter/v3 with drivers/store/redis: fixed window, INCRBY script",
+		open:    openUlule,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:  "throttled",
+		about: "github.com/throttled/throttled/v2 with store/goredisstore.v9: GCRA in Go, TIME+GET pipeline then SETNX+EXPIRE or a compare-and-swap EVAL",
+		open:  openThrottled,
+		cmds:  []string{"time", "get", "setnx", "expire", "eval"},
+		// The compare-and-swap script GETs the key once per run.
+		nested: map[string]string{"get": "eval"},
+	},
+	{
+		name:    "seed",
+		about:   "the guide's token bucket: client time, HMGET/HMSET hash, no expiry (written for this benchmark)",
+		open:    openSeed,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+}
+
+// newClient returns a go-redis client with the options a user gets by
+// default, so every library runs with the same pool.
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+func openRatekeeper(opts ...redisstore.Option) func(string, policy) (decideFunc, func(), error) {
+	return func(addr string, p policy) (decideFunc, func(), error) {
+		client := newClient(addr)
+		return openLimiter(client, redisstore.New(client, opts...), p.tokenBucket())
+	}
+}
+
+func openRatekeeperGCRA(addr string, p policy) (decideFunc, func(), error) {
+	client := newClient(addr)
+	return openLimiter(client, redisstore.New(client), ratekeeper.GCRA{Rate: p.Rate, Period: time.Second, Burst: p.Burst})
+}
+
+func openLimiter(client *redis.Client, store ratekeeper.Store, pol ratekeeper.Policy) (decideFunc, func(), error) {
+	lim, err := ratekeeper.New(store, pol)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	decide := func(ctx context.Context, key string) (bool, error) {
+		res, err := lim.Allow(ctx, key)
+		return res.Allowed, err
+	}
+	return decide, func() { client.Close() }, nil
+}
+
+// openRueidis sends ratekeeper's token bucket script, read from the
+// library's source tree, with the keys and ARGV that redisstore.Store
+// sends: cost, "" for the server's clock, the expiry slack of 1 ms, and the
+// Spec's parameters.
+func openRueidis(addr string, p policy) (decideFunc, func(), error) {
+	src, err := tokenBucketSource()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := p.tokenBucket().Spec()
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	script := rueidis.NewLuaScript(src)
+	// Store.Key only names keys; it never touches the (nil) client.
+	keys := redisstore.New(nil)
+	params := make([]string, 3)
+	for i := range params {
+		params[i] = strconv.FormatInt(spec.Params[i], 10)
+	}
+	decide := func(ctx context.Context, key string) (bool, error) {
+		args := []string{"1", "", "1", params[0], params[1], params[2]}
+		v, err := script.Exec(ctx, client, []string{keys.Key(key, spec)}, args).ToArray()
+		if err != nil {
+			return false, err
+		}
+		if len(v) != 4 {
+			return false, errors.New("ratekeeper-rueidis: unexpected reply")
+		}
+		var f [4]int64
+		for i := range v {
+			if f[i], err = v[i].AsInt64(); err != nil {
+				return false, err
+			}
+		}
+		return spec.Result(f[0] == 1, f[1], f[2], f[3]).Allowed, nil
+	}
+	return decide, client.Close, nil
+}
+
+// tokenBucketSource reads the token bucket script as redisstore builds
+// it: lib.lua, a newline, token_bucket.lua. loadgen runs from bench/, so
+// the library's sources are one level up.
+func tokenBucketSource() (string, error) {
+	dir := filepath.Join("..", "redisstore", "lua")
+	lib, err := os.ReadFile(filepath.Join(dir, "lib.lua"))
+	if err != nil {
+		return "", fmt.Errorf("ratekeeper-rueidis needs the library's scripts (run loadgen from bench/): %w", err)
+	}
+	tb, err := os.ReadFile(filepath.Join(dir, "token_bucket.lua"))
+	if err != nil {
+		return "", err
+	}
+	return string(lib) + "\n" + string(tb), nil
+}
+
+func openRedisRate(addr string, p policy) (decideFunc, func(), error) {
+	client := newClient(addr)
+	lim := redis_rate.NewLimiter(client)
+	limit := redis_rate.Limit{Rate: int(p.Rate), Burst: int(p.Burst), Period: time.Second}
+	decide := func(ctx context.Context, key string) (bool, error) {
+		res, err := lim.Allow(ctx, key, limit)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}
+	return decide, func() { client.Close() }, nil
+}
+
+// openUlule runs a fixed window of Rate requests per second: ulule/limiter
+// has no token bucket, and this is the same average rate.
+func openUlule(addr string, p policy) (decideFunc, func(), error) {
+	client := newClient(addr)
+	store, err := ulule.NewStore(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	lim := limiter.New(store, limiter.Rate{Period: time.Second, Limit: p.Rate})
+	decide := func(ctx context.Context, key string) (bool, error) {
+		res, err := lim.Get(ctx, key)
+		return !res.Reached, err
+	}
+	return decide, func() { client.Close() }, nil
+}
+
+func openThrottled(addr string, p policy) (decideFunc, func(), error) {
+	client := newClient(addr)
+	store, err := goredisstore.NewCtx(client, "throttled:")
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	// MaxBurst counts the requests beyond the first.
+	lim, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(int(p.Rate)), MaxBurst: int(p.Burst - 1)})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	decide := func(ctx context.Context, key string) (bool, error) {
+		limited, _, err := lim.RateLimitCtx(ctx, key, 1)
+		return !limited, err
+	}
+	return decide, func() { client.Close() }, nil
+}
+
+func openSeed(addr string, p policy) (decideFunc, func(), error) {
+	client := newClient(addr)
+	s := newSeedLimiter(client, p.Burst, 1, time.Second/time.Duration(p.Rate))
+	return s.allow, func() { client.Close() }, nil
+}
+
+// findLibs returns the libraries named in a comma-separated list, or all
+// of them for "all".
+func findLibs(names []string) ([]lib, error) {
+	if len(names) == 1 && names[0] == "all" {
+		return libs, nil
+	}
+	var out []lib
+	for _, name := range names {
+		i := slices.IndexFunc(libs, func(l lib) bool { return l.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown library %q", name)
+		}
+		out = append(out, libs[i])
+	}
+	return out, nil
+}

@@ -1,0 +1,516 @@
+// Command loadgen measures the decisions per second, latency and Redis
+// cost of ratekeeper's redisstore next to other Redis rate limiters for
+// Go, all against the same Redis, in the same run, with the same callers:
+//
+//	go run ./cmd/loadgen -redis 127.0.0.1:6379 -conc 1,16,128 -dur 5s -users 10000 \
+//	    -libs ratekeeper,redis_rate,ulule,throttled,seed
+//
+// Run it from bench/ (the rueidis variant reads ratekeeper's scripts from
+// ../redisstore/lua). Every library applies the same limit per caller
+// (-rate per second, bursts of -burst) in its own terms, through a
+// go-redis v9 client with default options (rueidis for the rueidis
+// variant). Two modes:
+//
+//   - allow: each goroutine draws its callers uniformly from -users, so
+//     that nearly every request is allowed;
+//   - hot: every goroutine asks for the same caller, which is denied all
+//     but -rate times per second.
+//
+// Each run lasts -dur after a warm-up of -warmup. A round runs every
+// library once at every concurrency in every mode, in an order rotated from
+// round to round; after -rounds rounds loadgen prints the median of each
+// figure, and each ratio to another library as the median of the ratios
+// within a round, which the varying load of other work on a shared machine
+// moves least. Per library and
+// concurrency it reports decisions/s, p50 and p99 latency, the Redis
+// server time per decision (the usec in INFO commandstats of the commands
+// the library sends, reset with CONFIG RESETSTAT before each run), the CPU
+// time of Redis's main thread per decision, Redis commands per decision,
+// and errors; in hot mode also Redis calls per denied request. It then
+// measures the memory of one caller's key (MEMORY USAGE), and ends with
+// the line
+//
+//	ratio ratekeeper/redis_rate at conc=128: X.XX
+//
+// (decisions/s in allow mode). -svg writes a bar chart of decisions/s.
+//
+// loadgen resets the server's statistics and deletes the keys it wrote
+// (their caller keys contain "loadgen:"), so give it a Redis of its own.
+// It only connects to loopback addresses.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// config is what the flags set.
+type config struct {
+	addr   string
+	conc   []int
+	dur    time.Duration
+	warmup time.Duration
+	users  int
+	libs   []lib
+	modes  []string
+	rounds int
+	policy policy
+	svg    string
+	prof   string
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("loadgen: ")
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		log.Fatal(err)
+	}
+	if cfg.prof != "" {
+		f, err := os.Create(cfg.prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+	}
+	err = run(cfg, os.Stdout, os.Stderr)
+	if cfg.prof != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	defAddr := os.Getenv("RATEKEEPER_REDIS_ADDR")
+	if defAddr == "" {
+		defAddr = "127.0.0.1:6379"
+	}
+	addr := fs.String("redis", defAddr, "Redis `address`, on loopback (default $RATEKEEPER_REDIS_ADDR, else 127.0.0.1:6379)")
+	conc := fs.String("conc", "1,16,128", "comma-separated `goroutine counts`")
+	dur := fs.Duration("dur", 5*time.Second, "measured time of each run")
+	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
+	users := fs.Int("users", 10000, "number of distinct callers in allow mode")
+	names := fs.String("libs", "all", "comma-separated libraries, or all: "+libNames())
+	mode := fs.String("mode", "both", "allow, hot or both")
+	rounds := fs.Int("rounds", 3, "rounds; figures are medians over rounds")
+	rate := fs.Int64("rate", 100, "requests per second allowed per caller")
+	burst := fs.Int64("burst", 100, "burst allowed per caller")
+	svg := fs.String("svg", "", "write a chart of decisions/s to this `file`")
+	prof := fs.String("cpuprofile", "", "write a CPU profile of the client to this `file`")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := config{addr: *addr, dur: *dur, warmup: *warmup, users: *users, rounds: *rounds,
+		policy: policy{Rate: *rate, Burst: *burst}, svg: *svg, prof: *prof}
+	if err := checkLoopback(cfg.addr); err != nil {
+		return config{}, err
+	}
+	for _, f := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 4096 {
+			return config{}, fmt.Errorf("-conc: %q is not a goroutine count from 1 to 4096", f)
+		}
+		cfg.conc = append(cfg.conc, n)
+	}
+	var err error
+	if cfg.libs, err = findLibs(strings.Split(*names, ",")); err != nil {
+		return config{}, fmt.Errorf("-libs: %w", err)
+	}
+	switch *mode {
+	case "both":
+		cfg.modes = []string{"allow", "hot"}
+	case "allow", "hot":
+		cfg.modes = []string{*mode}
+	default:
+		return config{}, fmt.Errorf("-mode: %q is not allow, hot or both", *mode)
+	}
+	switch {
+	case cfg.dur <= 0 || cfg.dur > 10*time.Minute:
+		return config{}, errors.New("-dur must be positive and at most 10m")
+	case cfg.warmup < 0 || cfg.warmup > time.Minute:
+		return config{}, errors.New("-warmup must be from 0 to 1m")
+	case cfg.users < 1:
+		return config{}, errors.New("-users must be positive")
+	case cfg.rounds < 1 || cfg.rounds > 100:
+		return config{}, errors.New("-rounds must be from 1 to 100")
+	case cfg.policy.Rate < 1 || cfg.policy.Rate > 1_000_000 || cfg.policy.Burst < 1 || cfg.policy.Burst > 1_000_000:
+		return config{}, errors.New("-rate and -burst must be from 1 to 1000000")
+	}
+	return cfg, nil
+}
+
+// checkLoopback refuses any Redis but one on this machine: loadgen is a
+// load generator.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-redis: %w", err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-redis: %s is not a loopback address", addr)
+}
+
+func libNames() string {
+	names := make([]string, len(libs))
+	for i, l := range libs {
+		names[i] = l.name
+	}
+	return strings.Join(names, ",")
+}
+
+// sample is the outcome of one run of one library.
+type sample struct {
+	decisions, allowed, denied, errors int64
+	rate                               float64 // decisions per second
+	p50, p99                           time.Duration
+	srvUsec                            float64 // commandstats usec
+	calls                              int64   // commands the library sent
+	cpuUsec                            float64 // Redis main thread
+	clientUsec                         float64 // this process
+}
+
+// cell identifies the runs whose medians make one row.
+type cell struct {
+	mode string
+	conc int
+	lib  string
+}
+
+func run(cfg config, out, progress io.Writer) error {
+	perRun := cfg.warmup + cfg.dur
+	runs := cfg.rounds * len(cfg.modes) * len(cfg.conc) * len(cfg.libs)
+	// Every run ends on its own; this only bounds a Redis that hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(runs)*(perRun+10*time.Second)+time.Minute)
+	defer cancel()
+
+	admin := newClient(cfg.addr)
+	defer admin.Close()
+	if err := admin.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", cfg.addr, err)
+	}
+	if err := deleteKeys(ctx, admin); err != nil {
+		return err
+	}
+	defer func() {
+		if err := deleteKeys(context.Background(), admin); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	deciders := make([]decideFunc, len(cfg.libs))
+	for i, l := range cfg.libs {
+		decide, closeFn, err := l.open(cfg.addr, cfg.policy)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.name, err)
+		}
+		defer closeFn()
+		deciders[i] = decide
+	}
+	fmt.Fprintf(progress, "%d runs of %v + %v warm-up: about %v\n", runs, cfg.dur, cfg.warmup, time.Duration(runs)*perRun)
+
+	samples := make(map[cell][]sample)
+	for round := range cfg.rounds {
+		for _, mode := range cfg.modes {
+			for _, conc := range cfg.conc {
+				for k := range cfg.libs {
+					i := (k + round) % len(cfg.libs)
+					l := cfg.libs[i]
+					s, err := runOne(ctx, cfg, admin, l, deciders[i], mode, conc)
+					if err != nil {
+						return fmt.Errorf("%s %s conc=%d: %w", l.name, mode, conc, err)
+					}
+					fmt.Fprintf(progress, "round %d/%d %-5s conc=%-4d %-22s %9.0f/s p50 %6dµs p99 %6dµs srv %5.1fµs errors %d\n",
+						round+1, cfg.rounds, mode, conc, l.name, s.rate, s.p50.Microseconds(), s.p99.Microseconds(),
+						perDecision(s.srvUsec, s.decisions), s.errors)
+					c := cell{mode, conc, l.name}
+					samples[c] = append(samples[c], s)
+				}
+			}
+		}
+	}
+	res := results{med: make(map[cell]sample, len(samples)), runs: samples}
+	for c, ss := range samples {
+		res.med[c] = median(ss)
+	}
+
+	version := redisVersion(ctx, admin)
+	fmt.Fprintf(out, "# loadgen: %s %s/%s, %d CPUs (GOMAXPROCS %d), Redis %s at %s\n\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), version, cfg.addr)
+	fmt.Fprintf(out, "Every library: %d requests per second per caller, bursts of %d. Medians of %d rounds of %v per run.\n\n",
+		cfg.policy.Rate, cfg.policy.Burst, cfg.rounds, cfg.dur)
+	for _, mode := range cfg.modes {
+		printTable(out, cfg, res, mode)
+	}
+	mem, err := measureMemory(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	printMemory(out, mem)
+	printTargets(out, cfg, res, mem)
+	if cfg.svg != "" {
+		if err := writeChart(cfg.svg, cfg, res.med, version); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "chart written to %s\n\n", cfg.svg)
+	}
+	ratio := "n/a"
+	if r, ok := res.ratio("allow", 128, "ratekeeper", "redis_rate"); ok {
+		ratio = fmt.Sprintf("%.2f", r)
+	}
+	fmt.Fprintf(out, "ratio ratekeeper/redis_rate at conc=128: %s\n", ratio)
+	return nil
+}
+
+// runOne warms lib up, then measures it for cfg.dur.
+func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide decideFunc, mode string, conc int) (sample, error) {
+	keys := []string{"loadgen:" + l.name + ":hot"}
+	if mode == "allow" {
+		keys = make([]string, cfg.users)
+		for i := range keys {
+			keys[i] = "loadgen:" + l.name + ":user:" + strconv.Itoa(i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.dur+10*time.Second)
+	defer cancel()
+	drive(ctx, decide, keys, conc, cfg.warmup)
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return sample{}, err
+	}
+	cpu0, err := cpuMicros(ctx, admin)
+	if err != nil {
+		return sample{}, err
+	}
+	client0 := processMicros()
+	s, firstErr := drive(ctx, decide, keys, conc, cfg.dur)
+	s.clientUsec = processMicros() - client0
+	if firstErr != nil {
+		log.Printf("%s %s conc=%d: %d errors, the first: %v", l.name, mode, conc, s.errors, firstErr)
+	}
+	stats, err := commandStats(ctx, admin)
+	if err != nil {
+		return sample{}, err
+	}
+	cpu1, err := cpuMicros(ctx, admin)
+	if err != nil {
+		return sample{}, err
+	}
+	s.srvUsec, s.calls = serverTime(l, stats)
+	s.cpuUsec = cpu1 - cpu0
+	return s, nil
+}
+
+// worker is what one goroutine of a run counts.
+type worker struct {
+	hist                  histogram
+	allowed, denied, errs int64
+	firstErr              error
+}
+
+// drive runs conc goroutines that decide for keys drawn uniformly at
+// random until dur has passed, and returns what they counted, with the
+// first error met.
+func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur time.Duration) (sample, error) {
+	if dur <= 0 {
+		return sample{}, nil
+	}
+	var stop atomic.Bool
+	workers := make([]worker, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range workers {
+		w := &workers[g]
+		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(g)))
+		wg.Go(func() {
+			for !stop.Load() {
+				key := keys[rng.IntN(len(keys))]
+				t0 := time.Now()
+				allowed, err := decide(ctx, key)
+				lat := time.Since(t0)
+				switch {
+				case err != nil:
+					if w.errs++; w.firstErr == nil {
+						w.firstErr = err
+					}
+					if ctx.Err() != nil {
+						return
+					}
+				case allowed:
+					w.allowed++
+					w.hist.record(lat)
+				default:
+					w.denied++
+					w.hist.record(lat)
+				}
+			}
+		})
+	}
+	timer := time.NewTimer(dur)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Stop()
+	}
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var s sample
+	var hist histogram
+	var firstErr error
+	for i := range workers {
+		w := &workers[i]
+		hist.merge(&w.hist)
+		s.allowed += w.allowed
+		s.denied += w.denied
+		s.errors += w.errs
+		if firstErr == nil {
+			firstErr = w.firstErr
+		}
+	}
+	s.decisions = s.allowed + s.denied
+	s.rate = float64(s.decisions) / elapsed.Seconds()
+	s.p50, s.p99 = hist.quantile(0.50), hist.quantile(0.99)
+	return s, firstErr
+}
+
+// median returns the median of each figure on its own.
+func median(ss []sample) sample {
+	pick := func(f func(sample) float64) float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		if n := len(v); n%2 == 0 {
+			return (v[n/2-1] + v[n/2]) / 2
+		}
+		return v[len(v)/2]
+	}
+	perDec := func(f func(sample) float64) float64 {
+		return pick(func(s sample) float64 { return f(s) / float64(max(s.decisions, 1)) })
+	}
+	m := sample{
+		rate: pick(func(s sample) float64 { return s.rate }),
+		p50:  time.Duration(pick(func(s sample) float64 { return float64(s.p50) })),
+		p99:  time.Duration(pick(func(s sample) float64 { return float64(s.p99) })),
+	}
+	// Per-decision figures are medians of each run's ratio, kept over a
+	// nominal million decisions so that the fields keep their meaning.
+	const n = 1_000_000
+	m.decisions = n
+	m.srvUsec = n * perDec(func(s sample) float64 { return s.srvUsec })
+	m.cpuUsec = n * perDec(func(s sample) float64 { return s.cpuUsec })
+	m.clientUsec = n * perDec(func(s sample) float64 { return s.clientUsec })
+	m.calls = int64(n * perDec(func(s sample) float64 { return float64(s.calls) }))
+	m.allowed = int64(n * perDec(func(s sample) float64 { return float64(s.allowed) }))
+	m.denied = n - m.allowed
+	for _, s := range ss {
+		m.errors += s.errors
+	}
+	return m
+}
+
+// processMicros returns the CPU time this process has used, in
+// microseconds: what a library costs the application, measured while it
+// alone runs.
+func processMicros() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
+
+func perDecision(total float64, decisions int64) float64 {
+	if decisions == 0 {
+		return 0
+	}
+	return total / float64(decisions)
+}
+
+// results are the samples of every run, in round order, and their
+// medians.
+type results struct {
+	med  map[cell]sample
+	runs map[cell][]sample
+}
+
+// ratio returns the median over rounds of a's decisions/s divided by b's
+// in the same round: the load that other work puts on a shared machine
+// changes from round to round, and moves both alike.
+func (r results) ratio(mode string, conc int, a, b string) (float64, bool) {
+	return r.roundRatio(mode, conc, a, b, func(s sample) float64 { return s.rate })
+}
+
+// costRatio is ratio for the server time per decision.
+func (r results) costRatio(mode string, conc int, a, b string) (float64, bool) {
+	return r.roundRatio(mode, conc, a, b, func(s sample) float64 { return perDecision(s.srvUsec, s.decisions) })
+}
+
+func (r results) roundRatio(mode string, conc int, a, b string, f func(sample) float64) (float64, bool) {
+	sa, sb := r.runs[cell{mode, conc, a}], r.runs[cell{mode, conc, b}]
+	var ratios []float64
+	for i := range min(len(sa), len(sb)) {
+		if d := f(sb[i]); d > 0 {
+			ratios = append(ratios, f(sa[i])/d)
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, false
+	}
+	slices.Sort(ratios)
+	if n := len(ratios); n%2 == 0 {
+		return (ratios[n/2-1] + ratios[n/2]) / 2, true
+	}
+	return ratios[len(ratios)/2], true
+}
+
+// deleteKeys deletes the keys of the runs: their caller keys contain
+// "loadgen:".
+func deleteKeys(ctx context.Context, c *redis.Client) error {
+	iter := c.Scan(ctx, 0, "*loadgen:*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			if err := c.Unlink(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		return c.Unlink(ctx, batch...).Err()
+	}
+	return nil
+}
