@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,11 +39,7 @@ func denied(remaining float64, retryAfter, resetAfter time.Duration) ratekeeper.
 // The expected Results are worked out by hand in the comments. The phase
 // of the refills starts at the request that finds the bucket full (or the
 // key new); from there, each whole RefillInterval adds RefillRate tokens.
-var tbScenarios = []struct {
-	name   string
-	policy ratekeeper.TokenBucket
-	steps  []tbStep
-}{
+var tbScenarios = []scenario{
 	{
 		name:   "initial burst",
 		policy: ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: sec},
@@ -232,50 +227,7 @@ func burst(capacity int64, interval time.Duration) []tbStep {
 }
 
 func TestTokenBucketScenarios(t *testing.T) {
-	for _, sc := range tbScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
-				ctx := context.Background()
-				lim := newLimiter(t, store, sc.policy)
-				forget(t, lim, "k", "new")
-				var at time.Duration
-				for i, st := range sc.steps {
-					if st.at < at {
-						t.Fatalf("step %d goes back in time", i)
-					}
-					clock.Advance(st.at - at)
-					at = st.at
-					key := st.key
-					if key == "" {
-						key = "k"
-					}
-					if st.reset {
-						if err := lim.Reset(ctx, key); err != nil {
-							t.Fatalf("step %d: Reset(%q) at %v: %v", i, key, at, err)
-						}
-						continue
-					}
-					var got ratekeeper.Result
-					var err error
-					call := fmt.Sprintf("AllowN(%q, %d)", key, st.n)
-					if st.peek {
-						call = fmt.Sprintf("Peek(%q)", key)
-						got, err = lim.Peek(ctx, key)
-					} else {
-						got, err = lim.AllowN(ctx, key, st.n)
-					}
-					if err != nil {
-						t.Fatalf("step %d: %s at %v: %v", i, call, at, err)
-					}
-					want := st.want
-					want.Limit = sc.policy.Capacity
-					if got != want {
-						t.Fatalf("step %d: %s at %v:\ngot  %+v\nwant %+v", i, call, at, got, want)
-					}
-				}
-			})
-		})
-	}
+	runScenarios(t, tbScenarios)
 }
 
 // TestTokenBucketInvalidInput checks that input which can never succeed
