@@ -8,6 +8,12 @@
 // idle keys vanish without changing any decision. They are sent with
 // EVALSHA and loaded on demand: a SCRIPT FLUSH, a restart or a failover
 // never surfaces as an error.
+//
+// Concurrent decisions are coalesced into pipelines (WithAutoPipelining):
+// a lone caller makes one round trip per decision, and many callers share
+// one round trip per batch. Every call returns when its context ends,
+// whatever Redis does. An optional deny cache (WithDenyCache) answers
+// repeat denials in process, exactly, until they run out.
 package redisstore
 
 import (
