@@ -129,6 +129,25 @@ func scriptKeys(cmd redis.Cmder) []string {
 	return keys
 }
 
+// redisKeyFixture is a limiter on a redisstore with a controlled clock and
+// no persistHook, for tests that look at the Redis key of caller "k".
+type redisKeyFixture struct {
+	client *redis.Client
+	clock  *Clock
+	prefix string
+	lim    *ratekeeper.Limiter
+	key    string // the Redis key holding caller "k"
+}
+
+func newRedisKeyFixture(t *testing.T, p ratekeeper.Policy) redisKeyFixture {
+	f := redisKeyFixture{client: redistest.Client(t), clock: newClock(), prefix: redistest.Prefix(t)}
+	store := redisstore.New(f.client, redisstore.WithKeyPrefix(f.prefix), redisstore.WithClock(f.clock.Now))
+	f.lim = newLimiter(t, store, p)
+	forget(t, f.lim, "k")
+	f.key = store.Key("k", f.lim.Spec())
+	return f
+}
+
 // forEachStore runs f as one subtest per store, each with its own store
 // and a clock at start.
 func forEachStore(t *testing.T, f func(t *testing.T, clock *Clock, store ratekeeper.Store)) {

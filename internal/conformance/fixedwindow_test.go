@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // The expected Results are worked out by hand in the comments. A window
@@ -107,13 +105,9 @@ func TestFixedWindowScenarios(t *testing.T) { runScenarios(t, fwScenarios) }
 func TestRedisFixedWindowRepairsLostExpiry(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client := redistest.Client(t)
-	clock := newClock()
-	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
 	// A minute, so that Redis's real clock cannot expire the key first.
-	lim := newLimiter(t, store, ratekeeper.FixedWindow{Limit: 3, Window: time.Minute})
-	forget(t, lim, "k")
-	redisKey := store.Key("k", lim.Spec())
+	f := newRedisKeyFixture(t, ratekeeper.FixedWindow{Limit: 3, Window: time.Minute})
+	client, clock, lim, redisKey := f.client, f.clock, f.lim, f.key
 	pttl := func() time.Duration {
 		t.Helper()
 		d, err := client.PTTL(ctx, redisKey).Result()

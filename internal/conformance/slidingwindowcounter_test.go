@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // The expected Results are worked out by hand in the comments. Windows
@@ -115,14 +113,9 @@ func TestSlidingWindowCounterScenarios(t *testing.T) { runScenarios(t, swcScenar
 func TestRedisSlidingWindowCounterOneKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client := redistest.Client(t)
-	clock := newClock()
-	prefix := redistest.Prefix(t)
-	store := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now))
 	// A minute, so that Redis's real clock cannot expire the key first.
-	lim := newLimiter(t, store, ratekeeper.SlidingWindowCounter{Limit: 4, Window: time.Minute})
-	forget(t, lim, "k")
-	redisKey := store.Key("k", lim.Spec())
+	f := newRedisKeyFixture(t, ratekeeper.SlidingWindowCounter{Limit: 4, Window: time.Minute})
+	client, clock, prefix, lim, redisKey := f.client, f.clock, f.prefix, f.lim, f.key
 
 	// Two windows, both counted in the last decision.
 	for _, d := range []time.Duration{0, 0, time.Minute, 30 * sec} {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // The expected Results are worked out by hand in the comments, with the
@@ -108,13 +106,9 @@ func TestSlidingWindowLogScenarios(t *testing.T) { runScenarios(t, swlScenarios)
 func TestRedisSlidingWindowLogEntries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client := redistest.Client(t)
-	clock := newClock()
-	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
 	// A minute, so that Redis's real clock cannot expire the key first.
-	lim := newLimiter(t, store, ratekeeper.SlidingWindowLog{Limit: 10, Window: time.Minute})
-	forget(t, lim, "k")
-	redisKey := store.Key("k", lim.Spec())
+	f := newRedisKeyFixture(t, ratekeeper.SlidingWindowLog{Limit: 10, Window: time.Minute})
+	client, clock, lim, redisKey := f.client, f.clock, f.lim, f.key
 
 	steps := []struct {
 		advance time.Duration
