@@ -59,14 +59,14 @@ func validateWindow(s *Spec) error {
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
 // State: v[0] the count, v[1] the start of the window.
-func (s Spec) stepFixedWindow(st *State, now, n int64) Result {
+func (s Spec) stepFixedWindow(st *State, now, n int64, take bool) Result {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	count, start := int64(0), now
 	if st.live && now < st.v[1]+window {
 		count, start = st.v[0], st.v[1]
 	}
 	allowed := count+want(n) <= limit
-	if allowed && n > 0 {
+	if allowed && take {
 		count += n
 		st.live, st.v[0], st.v[1] = true, count, start
 	}

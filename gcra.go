@@ -67,7 +67,7 @@ func validateGCRA(s *Spec) error {
 
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
-func (s Spec) stepGCRA(st *State, now, n int64) Result {
+func (s Spec) stepGCRA(st *State, now, n int64, take bool) Result {
 	interval, burst := s.Params[gcraInterval], s.Params[gcraBurst]
 	tat := now
 	if st.live && st.v[0] > now {
@@ -76,7 +76,7 @@ func (s Spec) stepGCRA(st *State, now, n int64) Result {
 	tolerance := burst * interval
 	next := tat + want(n)*interval
 	allowed := next-now <= tolerance
-	if allowed && n > 0 {
+	if allowed && take {
 		tat = next
 		st.live, st.v[0] = true, tat
 	}

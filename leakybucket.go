@@ -67,7 +67,7 @@ func validateLeakyBucket(s *Spec) error {
 
 // stepLeakyBucket is the model that redisstore's leaky_bucket.lua keeps.
 // State: v[0] the level in billionths, v[1] the time it was measured.
-func (s Spec) stepLeakyBucket(st *State, now, n int64) Result {
+func (s Spec) stepLeakyBucket(st *State, now, n int64, take bool) Result {
 	capacity, rate := s.Params[lbCapacity], s.Params[lbRate]
 	level, at := int64(0), now
 	if st.live {
@@ -80,7 +80,7 @@ func (s Spec) stepLeakyBucket(st *State, now, n int64) Result {
 	}
 	need := want(n) * lbUnit
 	allowed := level+need <= capacity
-	if allowed && n > 0 {
+	if allowed && take {
 		level += need
 		st.live, st.v[0], st.v[1] = true, level, at
 	}

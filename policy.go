@@ -38,6 +38,7 @@ const (
 	AlgorithmSlidingWindowLog     = "sliding_window_log"
 	AlgorithmSlidingWindowCounter = "sliding_window_counter"
 	AlgorithmLeakyBucket          = "leaky_bucket"
+	AlgorithmAll                  = "all"
 )
 
 // Spec is a policy in the integer units its algorithm runs on: times in
@@ -47,6 +48,9 @@ const (
 type Spec struct {
 	// Algorithm names the algorithm, such as AlgorithmTokenBucket.
 	Algorithm string
+	// Name names the policy in Results, response headers and metrics (see
+	// Named and WithName). New sets it to the Algorithm when it is empty.
+	Name string
 	// Limit is the Result.Limit: capacity, or requests per window.
 	Limit int64
 	// Window is the time over which Limit is granted (for a token bucket,
@@ -57,11 +61,22 @@ type Spec struct {
 	// Params are the algorithm's parameters, in the order its model and
 	// script read them.
 	Params [4]int64
+	// Parts are the Specs of the policies that an All Spec combines, each
+	// with a distinct Name; nil for every other algorithm. An All Spec has
+	// no Limit, Window or Params of its own, and its MaxCost is the
+	// smallest of its parts'.
+	Parts []Spec
 }
 
 // Validate reports whether the Spec is one that Step and the scripts can
 // run exactly. Errors wrap ErrInvalidPolicy.
 func (s Spec) Validate() error {
+	if err := checkName(s.Name, true); err != nil {
+		return err
+	}
+	if s.Parts != nil && s.Algorithm != AlgorithmAll {
+		return fmt.Errorf("%w: only an All spec has Parts", ErrInvalidPolicy)
+	}
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
 		return validateTokenBucket(&s)
@@ -71,6 +86,8 @@ func (s Spec) Validate() error {
 		return validateWindow(&s)
 	case AlgorithmLeakyBucket:
 		return validateLeakyBucket(&s)
+	case AlgorithmAll:
+		return validateAll(&s)
 	}
 	return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidPolicy, s.Algorithm)
 }
@@ -78,9 +95,10 @@ func (s Spec) Validate() error {
 // State is one key's state under a Spec, for stores that keep state in
 // process. The zero State is a key never seen (or expired).
 type State struct {
-	live bool
-	v    [3]int64
-	log  *[]int64 // a sliding window log's request times, oldest first
+	live  bool
+	v     [3]int64
+	log   *[]int64 // a sliding window log's request times, oldest first
+	parts []State  // an All's, one per part
 }
 
 // Step is the Spec's model: it decides a request of cost n at time now (in
@@ -93,19 +111,36 @@ type State struct {
 // Step assumes a validated Spec and 0 <= n <= MaxCost; the Lua scripts of
 // redisstore are tested to return identical Results.
 func (s Spec) Step(st *State, now, n int64) Result {
+	if s.Algorithm == AlgorithmAll {
+		if len(st.parts) != len(s.Parts) {
+			st.parts = make([]State, len(s.Parts))
+		}
+		var sts [MaxParts]*State
+		for i := range st.parts {
+			sts[i] = &st.parts[i]
+		}
+		return s.StepAll(sts[:len(s.Parts)], now, n)
+	}
+	return s.step(st, now, n, n > 0)
+}
+
+// step decides a request of cost n against st and, with take, consumes n
+// when it is allowed. Without take it writes nothing, and an allowed
+// request reports the state as it is.
+func (s Spec) step(st *State, now, n int64, take bool) Result {
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
-		return s.stepTokenBucket(st, now, n)
+		return s.stepTokenBucket(st, now, n, take)
 	case AlgorithmGCRA:
-		return s.stepGCRA(st, now, n)
+		return s.stepGCRA(st, now, n, take)
 	case AlgorithmFixedWindow:
-		return s.stepFixedWindow(st, now, n)
+		return s.stepFixedWindow(st, now, n, take)
 	case AlgorithmSlidingWindowLog:
-		return s.stepSlidingWindowLog(st, now, n)
+		return s.stepSlidingWindowLog(st, now, n, take)
 	case AlgorithmSlidingWindowCounter:
-		return s.stepSlidingWindowCounter(st, now, n)
+		return s.stepSlidingWindowCounter(st, now, n, take)
 	case AlgorithmLeakyBucket:
-		return s.stepLeakyBucket(st, now, n)
+		return s.stepLeakyBucket(st, now, n, take)
 	}
 	panic("ratekeeper: Step on an invalid Spec: " + s.Algorithm)
 }
@@ -115,6 +150,7 @@ func (s Spec) Step(st *State, now, n int64) Result {
 // Stores use it so that every store reports the same values.
 func (s Spec) Result(allowed bool, remaining, retryAfter, resetAfter int64) Result {
 	return Result{
+		Policy:     s.Name,
 		Allowed:    allowed,
 		Limit:      s.Limit,
 		Remaining:  float64(remaining) / Unit,

@@ -52,6 +52,9 @@ var (
 
 // Result is the outcome of one decision.
 type Result struct {
+	// Policy is the name of the policy this Result describes (see Named
+	// and WithName): for an All, the binding one.
+	Policy string
 	// Allowed reports whether the request may proceed. For a peek (cost 0)
 	// it reports whether a request of cost 1 would be allowed now.
 	Allowed bool
@@ -66,6 +69,9 @@ type Result struct {
 	// ResetAfter is the time until the limiter is back to its full
 	// capacity, as if the key had never been used.
 	ResetAfter time.Duration
+	// Parts holds, for an All, every policy's own Result, in the order
+	// given to All; nil otherwise.
+	Parts []Result
 }
 
 // Store decides requests for a Limiter and keeps the state of its keys.
@@ -93,8 +99,9 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithName names the limiter's policy, for response headers and metrics.
-// The default is the policy's algorithm, such as "token_bucket".
+// WithName names the limiter's policy, for Results, response headers and
+// metrics, as Named does. The default is the name given with Named, else
+// the policy's algorithm, such as "token_bucket" ("all" for All).
 func WithName(name string) Option {
 	return func(l *Limiter) { l.name = name }
 }
@@ -113,14 +120,24 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &Limiter{store: store, policy: policy}
+	for _, opt := range opts {
+		opt(l)
+	}
+	if l.name != "" {
+		if err := checkName(l.name, false); err != nil {
+			return nil, err
+		}
+		spec.Name = l.name
+	}
+	if spec.Name == "" {
+		spec.Name = spec.Algorithm
+	}
 	// Also checked for policies defined outside this package.
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, policy: policy, spec: spec, name: spec.Algorithm}
-	for _, opt := range opts {
-		opt(l)
-	}
+	l.spec, l.name = spec, spec.Name
 	return l, nil
 }
 

@@ -27,7 +27,7 @@ func (p SlidingWindowCounter) Spec() (Spec, error) {
 // window (a multiple of Window), v[1] the previous window's count, v[2] the
 // current window's. The estimate at offset r into the window is
 // prev·(Window−r)/Window + curr, compared exactly in integers.
-func (s Spec) stepSlidingWindowCounter(st *State, now, n int64) Result {
+func (s Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) Result {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	start := now - now%window
 	var prev, curr int64
@@ -46,7 +46,7 @@ func (s Spec) stepSlidingWindowCounter(st *State, now, n int64) Result {
 	weighted := prev - mulDiv(prev, r, window)
 	room := limit - curr - need
 	allowed := room >= 0 && weighted <= room
-	if allowed && n > 0 {
+	if allowed && take {
 		curr += n
 		st.live, st.v = true, [3]int64{start, prev, curr}
 	}

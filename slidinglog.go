@@ -28,7 +28,7 @@ func (p SlidingWindowLog) Spec() (Spec, error) {
 // stepSlidingWindowLog is the model that redisstore's
 // sliding_window_log.lua keeps. State: the times of admitted requests,
 // sorted; a request admitted at t counts until t + Window.
-func (s Spec) stepSlidingWindowLog(st *State, now, n int64) Result {
+func (s Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) Result {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	var log []int64
 	if st.live && st.log != nil {
@@ -41,7 +41,7 @@ func (s Spec) stepSlidingWindowLog(st *State, now, n int64) Result {
 	kept := log[gone:]
 	need := want(n)
 	allowed := int64(len(kept))+need <= limit
-	if allowed && n > 0 {
+	if allowed && take {
 		if st.log == nil {
 			st.log = new([]int64)
 		}

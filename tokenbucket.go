@@ -83,7 +83,7 @@ func validateTokenBucket(s *Spec) error {
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
 // State: v[0] tokens in millionths, v[1] the time of the last refill step.
-func (s Spec) stepTokenBucket(st *State, now, n int64) Result {
+func (s Spec) stepTokenBucket(st *State, now, n int64, take bool) Result {
 	capacity, rate, interval := s.Params[tbCapacity], s.Params[tbRate], s.Params[tbInterval]
 	tokens, last := capacity, now
 	if st.live {
@@ -104,7 +104,7 @@ func (s Spec) stepTokenBucket(st *State, now, n int64) Result {
 	}
 	need := want(n) * Unit
 	allowed := tokens >= need
-	if allowed && n > 0 {
+	if allowed && take {
 		tokens -= need
 		st.live, st.v[0], st.v[1] = true, tokens, last
 	}

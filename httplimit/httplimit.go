@@ -216,6 +216,12 @@ func WithLogger(l *slog.Logger) Option {
 //	X-RateLimit-Reset: <Unix epoch seconds when the limiter is full again>
 //	Retry-After: <RetryAfter, at least 1> (429 only)
 //
+// A limiter of several policies (ratekeeper.All) lists one item per
+// policy, by the policy's name, in both RateLimit-Policy and RateLimit,
+// each from that policy's own Result (Result.Parts); the X-RateLimit-*
+// fields and Retry-After describe the binding policy, and a 429 body
+// names every policy that denied.
+//
 // t is the draft's time until more quota is available: on a denial,
 // RetryAfter, when this request could pass; otherwise ResetAfter, when
 // the whole quota is back (0 if it is). A Result does not say when the
@@ -242,9 +248,18 @@ func Middleware(l *ratekeeper.Limiter, opts ...Option) func(http.Handler) http.H
 			opt.apply(&c)
 		}
 	}
+	m := &middleware{config: c, lim: l}
 	spec := l.Spec()
-	m := &middleware{config: c, lim: l, name: l.Name(), sfName: sfString(l.Name())}
-	m.policyField = fmt.Sprintf("%s;q=%d;w=%d", m.sfName, spec.Limit, max(1, ceilSeconds(spec.Window)))
+	parts := spec.Parts
+	if parts == nil {
+		parts = []ratekeeper.Spec{spec}
+	}
+	items := make([]string, len(parts))
+	for i, p := range parts {
+		m.sfNames = append(m.sfNames, sfString(p.Name))
+		items[i] = fmt.Sprintf("%s;q=%d;w=%d", m.sfNames[i], p.Limit, max(1, ceilSeconds(p.Window)))
+	}
+	m.policyField = strings.Join(items, ", ")
 	if m.denied == nil {
 		m.denied = http.HandlerFunc(m.tooManyRequests)
 	}
@@ -258,8 +273,7 @@ func Middleware(l *ratekeeper.Limiter, opts ...Option) func(http.Handler) http.H
 type middleware struct {
 	config
 	lim         *ratekeeper.Limiter
-	name        string
-	sfName      string // name as a Structured Field String
+	sfNames     []string // each policy's name as a Structured Field String
 	policyField string
 }
 
@@ -355,14 +369,17 @@ func (m *middleware) log() *slog.Logger {
 }
 
 func (m *middleware) setFields(h http.Header, res ratekeeper.Result, now time.Time) {
-	remaining := strconv.FormatFloat(math.Floor(res.Remaining), 'f', 0, 64)
 	if m.style&HeadersIETF != 0 {
-		t := res.ResetAfter
-		if !res.Allowed {
-			t = res.RetryAfter
-		}
 		h.Add("RateLimit-Policy", m.policyField)
-		h.Add("RateLimit", m.sfName+";r="+remaining+";t="+strconv.FormatInt(ceilSeconds(t), 10))
+		if res.Parts == nil {
+			h.Add("RateLimit", rateLimitItem(m.sfNames[0], res))
+		} else {
+			items := make([]string, len(res.Parts))
+			for i, p := range res.Parts {
+				items[i] = rateLimitItem(m.sfNames[i], p)
+			}
+			h.Add("RateLimit", strings.Join(items, ", "))
+		}
 	}
 	if m.style&HeadersLegacy != 0 {
 		reset := now.Add(res.ResetAfter)
@@ -371,18 +388,39 @@ func (m *middleware) setFields(h http.Header, res ratekeeper.Result, now time.Ti
 			epoch++
 		}
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-		h.Set("X-RateLimit-Remaining", remaining)
+		h.Set("X-RateLimit-Remaining", strconv.FormatFloat(math.Floor(res.Remaining), 'f', 0, 64))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(epoch, 10))
 	}
 }
 
+// rateLimitItem is res as an item of the RateLimit field. t is the
+// draft's time until more quota is available (see Middleware).
+func rateLimitItem(sfName string, res ratekeeper.Result) string {
+	t := res.ResetAfter
+	if !res.Allowed {
+		t = res.RetryAfter
+	}
+	remaining := strconv.FormatFloat(math.Floor(res.Remaining), 'f', 0, 64)
+	return sfName + ";r=" + remaining + ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
+}
+
 func (m *middleware) tooManyRequests(w http.ResponseWriter, r *http.Request) {
+	res, _ := ResultFromContext(r.Context())
+	violated := []string{res.Policy}
+	if res.Parts != nil {
+		violated = violated[:0]
+		for _, p := range res.Parts {
+			if !p.Allowed {
+				violated = append(violated, p.Policy)
+			}
+		}
+	}
 	writeProblem(w, problem{
 		Type:     "https://iana.org/assignments/http-problem-types#quota-exceeded",
 		Title:    "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:   http.StatusTooManyRequests,
-		Detail:   "The " + strconv.Quote(m.name) + " rate limit is exhausted; retry after " + w.Header().Get("Retry-After") + " s.",
-		Violated: []string{m.name},
+		Detail:   "The " + strconv.Quote(res.Policy) + " rate limit is exhausted; retry after " + w.Header().Get("Retry-After") + " s.",
+		Violated: violated,
 	})
 }
 

@@ -41,7 +41,7 @@ type Store struct {
 	now           func() time.Time
 	sweepInterval time.Duration
 	evictions     atomic.Int64
-	validated     [8]atomic.Pointer[ratekeeper.Spec] // recently validated Specs
+	validated     [8]atomic.Pointer[ratekeeper.SpecKey] // recently validated Specs
 	nextValid     atomic.Uint32
 	stop          chan struct{}
 	stopOnce      sync.Once
@@ -57,8 +57,9 @@ type shard struct {
 }
 
 // entryKey keeps the states of different algorithms apart for one key,
-// without building a string per decision.
-type entryKey struct{ algorithm, key string }
+// without building a string per decision. The policies of an All have
+// their own, named, states.
+type entryKey struct{ algorithm, part, key string }
 
 // entry is one key's state under one algorithm.
 type entry struct {
@@ -160,10 +161,13 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		return ratekeeper.Result{}, err
 	}
 	now := s.now().UnixMicro()
-	k := entryKey{spec.Algorithm, key}
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if spec.Algorithm == ratekeeper.AlgorithmAll {
+		return s.decideAll(sh, key, &spec, now, n), nil
+	}
+	k := entryKey{spec.Algorithm, "", key}
 	e := sh.entries[k]
 	if e == nil {
 		var st ratekeeper.State
@@ -184,18 +188,53 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 	return res, nil
 }
 
+// decideAll decides for every policy of an All at once, each in its own
+// entry, under the key's shard lock (all the entries of a key share its
+// shard).
+func (s *Store) decideAll(sh *shard, key string, spec *ratekeeper.Spec, now, n int64) ratekeeper.Result {
+	var states [ratekeeper.MaxParts]ratekeeper.State
+	var entries [ratekeeper.MaxParts]*entry
+	var sts [ratekeeper.MaxParts]*ratekeeper.State
+	for i, p := range spec.Parts {
+		if e := sh.entries[entryKey{p.Algorithm, p.Name, key}]; e != nil && now < e.expires {
+			entries[i], states[i] = e, e.state
+		}
+		sts[i] = &states[i]
+	}
+	res := spec.StepAll(sts[:len(spec.Parts)], now, n)
+	if !res.Allowed || n == 0 {
+		return res
+	}
+	for i, p := range spec.Parts {
+		expires := now + res.Parts[i].ResetAfter.Microseconds()
+		if e := entries[i]; e != nil {
+			e.state, e.expires = states[i], expires
+			continue
+		}
+		k := entryKey{p.Algorithm, p.Name, key}
+		if e := sh.entries[k]; e != nil { // expired
+			e.state, e.expires = states[i], expires
+			continue
+		}
+		s.makeRoom(sh, now)
+		sh.entries[k] = &entry{state: states[i], expires: expires}
+	}
+	return res
+}
+
 // validate checks a Spec before its model runs. It remembers the last few
 // Specs it validated, for the Limiters sharing this store.
 func (s *Store) validate(spec *ratekeeper.Spec) error {
+	key := spec.Key()
 	for i := range s.validated {
-		if v := s.validated[i].Load(); v != nil && *v == *spec {
+		if v := s.validated[i].Load(); v != nil && *v == key {
 			return nil
 		}
 	}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	valid := *spec
+	valid := key
 	s.validated[s.nextValid.Add(1)%uint32(len(s.validated))].Store(&valid)
 	return nil
 }
@@ -204,7 +243,13 @@ func (s *Store) validate(spec *ratekeeper.Spec) error {
 func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	delete(sh.entries, entryKey{spec.Algorithm, key})
+	if spec.Algorithm == ratekeeper.AlgorithmAll {
+		for _, p := range spec.Parts {
+			delete(sh.entries, entryKey{p.Algorithm, p.Name, key})
+		}
+	} else {
+		delete(sh.entries, entryKey{spec.Algorithm, "", key})
+	}
 	sh.mu.Unlock()
 	return nil
 }

@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -182,7 +183,7 @@ func TestSweep(t *testing.T) {
 		for _, n := range []int64{0, 3, 1} {
 			got, err := lim.AllowN(ctx, "k0", n)
 			want, _ := fresh.AllowN(ctx, "k0", n)
-			if err != nil || got != want {
+			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: AllowN(%d) on a swept key = %+v, %v; a fresh key gets %+v", alg, n, got, err, want)
 			}
 		}

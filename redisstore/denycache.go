@@ -29,7 +29,7 @@ type denyShard struct {
 }
 
 type denyKey struct {
-	spec ratekeeper.Spec
+	spec ratekeeper.SpecKey
 	key  string
 }
 
@@ -55,25 +55,37 @@ func (c *denyCache) shard(key string) *denyShard {
 // lookup answers a request of cost n at now from a remembered denial. The
 // answer's Remaining is the one Redis reported, and its ResetAfter is aged
 // by the time since.
-func (c *denyCache) lookup(spec ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
+func (c *denyCache) lookup(spec *ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
-	d, ok := sh.entries[denyKey{spec, key}]
+	d, ok := sh.entries[denyKey{spec.Key(), key}]
 	sh.mu.Unlock()
 	if !ok || d.cost != max(n, 1) || !now.Before(d.until) {
 		return ratekeeper.Result{}, false
 	}
 	c.hits.Add(1)
-	res := d.res
-	res.RetryAfter = d.until.Sub(now)
-	res.ResetAfter = max(res.ResetAfter-now.Sub(d.at), res.RetryAfter)
+	elapsed := now.Sub(d.at)
+	res := aged(d.res, elapsed)
+	if res.Parts != nil { // an All's: each policy's, aged alike
+		res.Parts = make([]ratekeeper.Result, len(d.res.Parts))
+		for i, p := range d.res.Parts {
+			res.Parts[i] = aged(p, elapsed)
+		}
+	}
 	return res, true
 }
 
+// aged is res as it stands elapsed later, nothing having been taken.
+func aged(res ratekeeper.Result, elapsed time.Duration) ratekeeper.Result {
+	res.RetryAfter = max(res.RetryAfter-elapsed, 0)
+	res.ResetAfter = max(res.ResetAfter-elapsed, res.RetryAfter)
+	return res
+}
+
 // remember records a denial of cost n for a call sent at sent.
-func (c *denyCache) remember(spec ratekeeper.Spec, key string, n int64, sent time.Time, res ratekeeper.Result) {
+func (c *denyCache) remember(spec *ratekeeper.Spec, key string, n int64, sent time.Time, res ratekeeper.Result) {
 	sh := c.shard(key)
-	k := denyKey{spec, key}
+	k := denyKey{spec.Key(), key}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.entries[k]; !ok && len(sh.entries) >= c.perShard {
@@ -92,9 +104,9 @@ func (c *denyCache) remember(spec ratekeeper.Spec, key string, n int64, sent tim
 }
 
 // forget drops key's denial under spec.
-func (c *denyCache) forget(spec ratekeeper.Spec, key string) {
+func (c *denyCache) forget(spec *ratekeeper.Spec, key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
-	delete(sh.entries, denyKey{spec, key})
+	delete(sh.entries, denyKey{spec.Key(), key})
 	sh.mu.Unlock()
 }

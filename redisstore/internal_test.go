@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -14,13 +15,13 @@ func TestParseReply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, err := parseReply(spec, []any{int64(0), int64(300_000), int64(700_000), int64(9_700_000)})
+	got, err := parseReply(&spec, []any{int64(0), int64(300_000), int64(700_000), int64(9_700_000)})
 	want := ratekeeper.Result{Allowed: false, Limit: 10, Remaining: 0.3,
 		RetryAfter: 700 * time.Millisecond, ResetAfter: 9700 * time.Millisecond}
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("parseReply = %+v, %v; want %+v", got, err, want)
 	}
-	got, err = parseReply(spec, []any{int64(1), int64(10_000_000), int64(0), int64(0)})
+	got, err = parseReply(&spec, []any{int64(1), int64(10_000_000), int64(0), int64(0)})
 	if err != nil || !got.Allowed || got.Remaining != 10 {
 		t.Errorf("parseReply of an allowed reply = %+v, %v", got, err)
 	}
@@ -37,7 +38,7 @@ func TestParseReply(t *testing.T) {
 		[]any{1.0, int64(2), int64(3), int64(4)},
 		[]int64{1, 2, 3, 4},
 	} {
-		if res, err := parseReply(spec, reply); !errors.Is(err, errReply) {
+		if res, err := parseReply(&spec, reply); !errors.Is(err, errReply) {
 			t.Errorf("parseReply(%#v) = %+v, %v; want an error wrapping errReply", reply, res, err)
 		}
 	}

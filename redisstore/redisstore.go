@@ -36,32 +36,54 @@ var luaFiles embed.FS
 type algorithm struct {
 	script *redis.Script
 	src    string
-	params int      // how many of Spec.Params the script reads
-	keys   []string // suffixes of the keys it touches, after the hash tag
+	params int    // how many of Spec.Params the script reads
+	suffix string // of its key, after the hash tag
+	index  int    // its index in all.lua's table of algorithms
 }
 
 var algorithms = map[string]*algorithm{
-	ratekeeper.AlgorithmTokenBucket:          newAlgorithm(3, ":tb", "token_bucket.lua"),
-	ratekeeper.AlgorithmGCRA:                 newAlgorithm(2, ":gcra", "gcra.lua"),
-	ratekeeper.AlgorithmFixedWindow:          newAlgorithm(2, ":fw", "fixed_window.lua"),
-	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm(2, ":swl", "sliding_window_log.lua"),
-	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm(2, ":swc", "muldiv.lua", "sliding_window_counter.lua"),
-	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(2, ":lb", "leaky_bucket.lua"),
+	ratekeeper.AlgorithmTokenBucket:          newAlgorithm(1, 3, ":tb", "token_bucket"),
+	ratekeeper.AlgorithmGCRA:                 newAlgorithm(2, 2, ":gcra", "gcra"),
+	ratekeeper.AlgorithmFixedWindow:          newAlgorithm(3, 2, ":fw", "fixed_window"),
+	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm(4, 2, ":swl", "sliding_window_log"),
+	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm(5, 2, ":swc", "sliding_window_counter", "muldiv"),
+	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(6, 2, ":lb", "leaky_bucket"),
 }
 
-// newAlgorithm builds a script from lib.lua, the helpers every script
-// shares, and files; its one key ends with suffix.
-func newAlgorithm(params int, suffix string, files ...string) *algorithm {
+// allScript decides for the policies of an All at once. It holds every
+// algorithm's function.
+var allScript = func() *algorithm {
+	src := luaSource("lib", "muldiv", "token_bucket", "gcra", "fixed_window",
+		"sliding_window_log", "sliding_window_counter", "leaky_bucket", "all")
+	return &algorithm{script: redis.NewScript(src), src: src}
+}()
+
+// newAlgorithm builds the script of one algorithm: lib.lua, the helpers
+// every script shares, the files needed (the algorithm's function
+// first), and a call of that function with the parameters in ARGV.
+func newAlgorithm(index, params int, suffix, function string, helpers ...string) *algorithm {
+	var call strings.Builder
+	fmt.Fprintf(&call, "return {%s(KEYS[1]", function)
+	for i := range params {
+		fmt.Fprintf(&call, ", tonumber(ARGV[%d])", 4+i)
+	}
+	call.WriteString(", n > 0)}\n")
+	src := luaSource(append(append([]string{"lib"}, helpers...), function)...) + call.String()
+	return &algorithm{script: redis.NewScript(src), src: src, params: params, suffix: suffix, index: index}
+}
+
+// luaSource joins the embedded files lua/<name>.lua.
+func luaSource(names ...string) string {
 	var src strings.Builder
-	for _, f := range append([]string{"lib.lua"}, files...) {
-		part, err := luaFiles.ReadFile("lua/" + f)
+	for _, name := range names {
+		part, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
 			panic(err) // embedded at build time; cannot happen
 		}
 		src.Write(part)
 		src.WriteByte('\n')
 	}
-	return &algorithm{script: redis.NewScript(src.String()), src: src.String(), params: params, keys: []string{suffix}}
+	return src.String()
 }
 
 // DefaultKeyPrefix begins every Redis key the store writes.
@@ -172,31 +194,24 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
-// Decide runs spec's script for key, atomically, in one round trip.
+// Decide runs spec's script for key, atomically, in one round trip. The
+// policies of an All are decided by one script call, over keys that share
+// the caller's hash tag.
 func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
-	alg, ok := algorithms[spec.Algorithm]
-	if !ok {
-		return ratekeeper.Result{}, fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+	alg, err := scriptOf(&spec)
+	if err != nil {
+		return ratekeeper.Result{}, err
 	}
 	var sent time.Time // local time, for the deny cache
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
 	}
 	if s.denies != nil {
-		if res, ok := s.denies.lookup(spec, key, n, sent); ok {
+		if res, ok := s.denies.lookup(&spec, key, n, sent); ok {
 			return res, nil
 		}
 	}
-	args := make([]any, 0, 3+len(spec.Params))
-	if s.now == nil {
-		args = append(args, n, "", serverClockSlack)
-	} else {
-		args = append(args, n, sent.UnixMicro(), suppliedClockSlack)
-	}
-	for _, p := range spec.Params[:alg.params] {
-		args = append(args, p)
-	}
-	c := &call{alg: alg, keys: s.keys(key, alg), args: args, done: make(chan struct{})}
+	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), done: make(chan struct{})}
 	// A call waits on a goroutine of its own only when it must be able to
 	// give up at ctx's end and go-redis would not: a handoff costs more
 	// than the rest of the client's work.
@@ -217,11 +232,56 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 	if err != nil {
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
 	}
-	res, err := parseReply(spec, reply)
+	res, err := parseReply(&spec, reply)
 	if err == nil && !res.Allowed && s.denies != nil {
-		s.denies.remember(spec, key, n, sent, res)
+		s.denies.remember(&spec, key, n, sent, res)
 	}
 	return res, err
+}
+
+// scriptOf returns the script that decides for spec, or an error for an
+// algorithm the store does not know.
+func scriptOf(spec *ratekeeper.Spec) (*algorithm, error) {
+	if spec.Algorithm == ratekeeper.AlgorithmAll {
+		for _, p := range spec.Parts {
+			if _, err := scriptOf(&p); err != nil || p.Algorithm == ratekeeper.AlgorithmAll {
+				return nil, fmt.Errorf("redisstore: %w: All of %q", ratekeeper.ErrInvalidPolicy, p.Algorithm)
+			}
+		}
+		return allScript, nil
+	}
+	alg, ok := algorithms[spec.Algorithm]
+	if !ok {
+		return nil, fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+	}
+	return alg, nil
+}
+
+// args are the script's ARGV: the cost, the time or "" for the server's
+// clock, the expiry slack, then the parameters; for an All, each policy's
+// algorithm and three parameters.
+func (s *Store) args(spec *ratekeeper.Spec, n int64, sent time.Time) []any {
+	var args []any
+	if spec.Algorithm == ratekeeper.AlgorithmAll {
+		args = make([]any, 0, 3+4*len(spec.Parts))
+	} else {
+		args = make([]any, 0, 3+len(spec.Params))
+	}
+	if s.now == nil {
+		args = append(args, n, "", serverClockSlack)
+	} else {
+		args = append(args, n, sent.UnixMicro(), suppliedClockSlack)
+	}
+	if spec.Algorithm != ratekeeper.AlgorithmAll {
+		for _, p := range spec.Params[:algorithms[spec.Algorithm].params] {
+			args = append(args, p)
+		}
+		return args
+	}
+	for _, p := range spec.Parts {
+		args = append(args, algorithms[p.Algorithm].index, p.Params[0], p.Params[1], p.Params[2])
+	}
+	return args
 }
 
 func (s *Store) clock() time.Time {
@@ -231,37 +291,49 @@ func (s *Store) clock() time.Time {
 	return time.Now()
 }
 
-// Reset deletes key's state under spec.
+// Reset deletes key's state under spec (every policy's, for an All).
 func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) error {
-	alg, ok := algorithms[spec.Algorithm]
-	if !ok {
-		return fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+	if _, err := scriptOf(&spec); err != nil {
+		return err
 	}
 	if s.denies != nil {
-		s.denies.forget(spec, key)
+		s.denies.forget(&spec, key)
 	}
-	if err := s.client.Del(ctx, s.keys(key, alg)...).Err(); err != nil {
+	if err := s.client.Del(ctx, s.keys(key, &spec)...).Err(); err != nil {
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil
 }
 
-// Key returns the Redis key that holds key's state under spec: the caller's
-// key inside a hash tag, so that different callers spread over the slots
-// of a Redis Cluster while all the keys of one caller share a slot.
+// Key returns the Redis key that holds key's state under spec (for an
+// All, its first policy's; see Keys).
 func (s *Store) Key(key string, spec ratekeeper.Spec) string {
-	alg, ok := algorithms[spec.Algorithm]
-	if !ok {
-		return ""
+	if keys := s.Keys(key, spec); len(keys) > 0 {
+		return keys[0]
 	}
-	return s.keys(key, alg)[0]
+	return ""
 }
 
-func (s *Store) keys(key string, alg *algorithm) []string {
+// Keys returns the Redis keys that hold key's state under spec, one per
+// policy: the caller's key inside a hash tag, so that different callers
+// spread over the slots of a Redis Cluster while all the keys of one
+// caller share a slot. The policies of an All add their names:
+// "rk:{user:1}:gcra:per-second". Keys is nil for an unknown algorithm.
+func (s *Store) Keys(key string, spec ratekeeper.Spec) []string {
+	if _, err := scriptOf(&spec); err != nil {
+		return nil
+	}
+	return s.keys(key, &spec)
+}
+
+func (s *Store) keys(key string, spec *ratekeeper.Spec) []string {
 	tag := s.prefix + "{" + escapeBraces(key) + "}"
-	keys := make([]string, len(alg.keys))
-	for i, suffix := range alg.keys {
-		keys[i] = tag + suffix
+	if spec.Algorithm != ratekeeper.AlgorithmAll {
+		return []string{tag + algorithms[spec.Algorithm].suffix}
+	}
+	keys := make([]string, len(spec.Parts))
+	for i, p := range spec.Parts {
+		keys[i] = tag + algorithms[p.Algorithm].suffix + ":" + p.Name
 	}
 	return keys
 }
@@ -278,14 +350,18 @@ func escapeBraces(key string) string {
 
 var errReply = errors.New("redisstore: unexpected script reply")
 
-// parseReply reads the scripts' reply {allowed, remaining, retry after,
-// reset after}, in the Spec's integer units.
-func parseReply(spec ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
+// parseReply reads the scripts' reply, four integers per policy: allowed,
+// remaining, retry after and reset after, in the Spec's integer units.
+func parseReply(spec *ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
+	parts := 1
+	if spec.Algorithm == ratekeeper.AlgorithmAll {
+		parts = len(spec.Parts)
+	}
 	fields, ok := reply.([]any)
-	if !ok || len(fields) != 4 {
+	if !ok || len(fields) != 4*parts {
 		return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	var v [4]int64
+	var v [4 * ratekeeper.MaxParts]int64
 	for i, f := range fields {
 		// Every value is an integer in [0, 2^53): anything else did not
 		// come from these scripts.
@@ -293,5 +369,12 @@ func parseReply(spec ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
 			return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
 		}
 	}
-	return spec.Result(v[0] == 1, v[1], v[2], v[3]), nil
+	if spec.Algorithm != ratekeeper.AlgorithmAll {
+		return spec.Result(v[0] == 1, v[1], v[2], v[3]), nil
+	}
+	var buf [ratekeeper.MaxParts]ratekeeper.Result
+	for i, p := range spec.Parts {
+		buf[i] = p.Result(v[4*i] == 1, v[4*i+1], v[4*i+2], v[4*i+3])
+	}
+	return spec.Join(buf[:parts]), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -46,8 +47,8 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 	ctx := context.Background()
 	const key = "k"
 	clock := newClock()
-	spec := mustSpec(t, pc.policy)
 	mem := newLimiter(t, newMemstore(t, clock), pc.policy)
+	spec := mem.Spec()
 	var red *ratekeeper.Limiter
 	if useRedis {
 		red = newLimiter(t, newRedisstore(t, clock), pc.policy)
@@ -72,7 +73,7 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 			}
 			redisLine = fmt.Sprintf("redis    %+v", gotRedis)
 		}
-		if got != want || (red != nil && gotRedis != want) {
+		if !reflect.DeepEqual(got, want) || (red != nil && !reflect.DeepEqual(gotRedis, want)) {
 			t.Fatalf("seed %d, step %d, %+v: cost %d at start+%v (after a step of %v):\n"+
 				"model    %+v\nmemstore %+v\n%s",
 				seed, i, pc.policy, n, clock.Elapsed(), d, want, got, redisLine)

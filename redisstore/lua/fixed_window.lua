@@ -1,22 +1,22 @@
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
--- KEYS[1]  "<count>:<start of the window, µs>"; a key that lost its expiry
---          is repaired once its window is over
--- ARGV[4]  limit, ARGV[5] window (µs)
+-- key holds "<count>:<start of the window, µs>"; a key that lost its
+-- expiry is repaired once its window is over. Parameters: limit, window
+-- (µs).
 
-local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
-
-local count, start = 0, now
-local c, s = decode(redis.call('GET', KEYS[1]), 2)
-if c and now < s + window then count, start = c, s end
-local allowed = 0
-if count + need <= limit then
-  allowed = 1
-  if n > 0 then
-    count = count + n
-    redis.call('SET', KEYS[1], string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
+local function fixed_window(key, limit, window, take)
+  local count, start = 0, now
+  local c, s = decode(redis.call('GET', key), 2)
+  if c and now < s + window then count, start = c, s end
+  local allowed = 0
+  if count + need <= limit then
+    allowed = 1
+    if take then
+      count = count + n
+      redis.call('SET', key, string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
+    end
   end
+  local retry_after, reset_after = 0, 0
+  if allowed == 0 then retry_after = start + window - now end
+  if count > 0 then reset_after = start + window - now end
+  return allowed, (limit - count) * 1000000, retry_after, reset_after
 end
-local retry_after, reset_after = 0, 0
-if allowed == 0 then retry_after = start + window - now end
-if count > 0 then reset_after = start + window - now end
-return {allowed, (limit - count) * 1000000, retry_after, reset_after}

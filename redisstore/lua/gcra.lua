@@ -1,23 +1,23 @@
 -- GCRA; the model is ratekeeper's gcra.go.
--- KEYS[1]  the theoretical arrival time (µs), an integer string
--- ARGV[4]  emission interval (µs), ARGV[5] burst
+-- key holds the theoretical arrival time (µs), an integer string.
+-- Parameters: emission interval (µs), burst.
 
-local interval, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
-
-local tat = decode(redis.call('GET', KEYS[1]), 1)
-if not tat or tat < now then tat = now end
-local tolerance = burst * interval
-local next_tat = tat + need * interval
-local allowed = 0
-if next_tat - now <= tolerance then
-  allowed = 1
-  if n > 0 then
-    tat = next_tat
-    redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+local function gcra(key, interval, burst, take)
+  local tat = decode(redis.call('GET', key), 1)
+  if not tat or tat < now then tat = now end
+  local tolerance = burst * interval
+  local next_tat = tat + need * interval
+  local allowed = 0
+  if next_tat - now <= tolerance then
+    allowed = 1
+    if take then
+      tat = next_tat
+      redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+    end
   end
+  local retry_after = 0
+  if allowed == 0 then retry_after = next_tat - tolerance - now end
+  local room = tolerance - (tat - now)
+  if room < 0 then room = 0 end
+  return allowed, math.floor(room / interval) * 1000000, retry_after, tat - now
 end
-local retry_after = 0
-if allowed == 0 then retry_after = next_tat - tolerance - now end
-local room = tolerance - (tat - now)
-if room < 0 then room = 0 end
-return {allowed, math.floor(room / interval) * 1000000, retry_after, tat - now}

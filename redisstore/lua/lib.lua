@@ -9,9 +9,15 @@
 -- ARGV[1]  cost n in whole requests (0 peeks: answer for a cost of 1)
 -- ARGV[2]  now in microseconds, or "" to read the server's clock
 -- ARGV[3]  milliseconds added to every expiry
--- ARGV[4…] the algorithm's parameters (ratekeeper.Spec.Params)
--- Every script returns {allowed, remaining in millionths, retry after µs,
--- reset after µs}, all integers, so Redis truncates nothing.
+-- ARGV[4…] the parameters (ratekeeper.Spec.Params), see below
+--
+-- Each algorithm is a function of its key, its parameters and take, which
+-- says whether to consume n when the request is allowed (never for a
+-- peek). Without take it writes nothing. It returns allowed (1 or 0),
+-- remaining in millionths, retry after (µs) and reset after (µs), all
+-- integers, so Redis truncates nothing; when allowed without take, they
+-- describe the state as it is. A script for one policy calls its
+-- function once, with ARGV[4…] as parameters; all.lua decides for several.
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
 -- 2^53; nil for anything else, which then counts as a fresh key.

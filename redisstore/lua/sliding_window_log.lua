@@ -1,40 +1,39 @@
 -- Sliding window log; the model is ratekeeper's slidinglog.go.
--- KEYS[1]  a sorted set of admitted requests scored by their time (µs)
--- ARGV[4]  limit, ARGV[5] window (µs)
+-- key is a sorted set of admitted requests scored by their time (µs).
+-- Parameters: limit, window (µs).
 
-local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
-local key = KEYS[1]
-
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
-local allowed = 0
-if count + need <= limit then
-  allowed = 1
-  if n > 0 then
-    -- Member "<µs>:<i>" is the i-th request admitted at that microsecond.
-    -- Entries leave by whole timestamps, so those of one timestamp are
-    -- numbered 1..k without gaps and the next is k + 1: unique, by
-    -- construction.
-    local base = redis.call('ZCOUNT', key, now, now)
-    local args = {}
-    for i = 1, n do
-      args[#args + 1] = now
-      args[#args + 1] = string.format('%d:%d', now, base + i)
-      if #args == 1000 or i == n then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
+local function sliding_window_log(key, limit, window, take)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  local allowed = 0
+  if count + need <= limit then
+    allowed = 1
+    if take then
+      -- Member "<µs>:<i>" is the i-th request admitted at that microsecond.
+      -- Entries leave by whole timestamps, so those of one timestamp are
+      -- numbered 1..k without gaps and the next is k + 1: unique, by
+      -- construction.
+      local base = redis.call('ZCOUNT', key, now, now)
+      local args = {}
+      for i = 1, n do
+        args[#args + 1] = now
+        args[#args + 1] = string.format('%d:%d', now, base + i)
+        if #args == 1000 or i == n then
+          redis.call('ZADD', key, unpack(args))
+          args = {}
+        end
       end
+      count = count + n
     end
-    count = count + n
   end
+  local retry_after, reset_after = 0, 0
+  if allowed == 0 then -- until enough of the oldest entries have left
+    local k = count + need - limit
+    retry_after = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
+  end
+  if count > 0 then
+    reset_after = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now
+    if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
+  end
+  return allowed, (limit - count) * 1000000, retry_after, reset_after
 end
-local retry_after, reset_after = 0, 0
-if allowed == 0 then -- until enough of the oldest entries have left
-  local k = count + need - limit
-  retry_after = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
-end
-if count > 0 then
-  reset_after = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now
-  if allowed == 1 and n > 0 then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
-end
-return {allowed, (limit - count) * 1000000, retry_after, reset_after}

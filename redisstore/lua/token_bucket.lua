@@ -1,43 +1,43 @@
 -- Token bucket; the model is ratekeeper's tokenbucket.go.
--- KEYS[1]  "<tokens in millionths>:<time of the last refill step, µs>"
--- ARGV[4]  capacity (millionths), ARGV[5] refill rate (millionths per
---          interval), ARGV[6] refill interval (µs)
+-- key holds "<tokens in millionths>:<time of the last refill step, µs>".
+-- Parameters: capacity (millionths), refill rate (millionths per
+-- interval), refill interval (µs).
 
-local capacity, rate, interval = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-
-local tokens, last = capacity, now
-local t, l = decode(redis.call('GET', KEYS[1]), 2)
-if t then
-  tokens, last = t, l
-  if now > last then
-    local steps = math.floor((now - last) / interval)
-    if steps >= math.ceil((capacity - tokens) / rate) then
-      tokens = capacity
-    else
-      tokens = tokens + steps * rate
-      last = last + steps * interval
+local function token_bucket(key, capacity, rate, interval, take)
+  local tokens, last = capacity, now
+  local t, l = decode(redis.call('GET', key), 2)
+  if t then
+    tokens, last = t, l
+    if now > last then
+      local steps = math.floor((now - last) / interval)
+      if steps >= math.ceil((capacity - tokens) / rate) then
+        tokens = capacity
+      else
+        tokens = tokens + steps * rate
+        last = last + steps * interval
+      end
+    end
+    if tokens >= capacity then -- full: the same as a fresh bucket, phase and all
+      tokens, last = capacity, now
     end
   end
-  if tokens >= capacity then -- full: the same as a fresh bucket, phase and all
-    tokens, last = capacity, now
-  end
-end
 
-local cost = need * 1000000
-local allowed = 0
-if tokens >= cost then
-  allowed = 1
-  if n > 0 then tokens = tokens - cost end
+  local cost = need * 1000000
+  local allowed = 0
+  if tokens >= cost then
+    allowed = 1
+    if take then tokens = tokens - cost end
+  end
+  local retry_after, reset_after = 0, 0
+  if allowed == 0 then
+    retry_after = last + math.ceil((cost - tokens) / rate) * interval - now
+  end
+  if tokens < capacity then
+    reset_after = last + math.ceil((capacity - tokens) / rate) * interval - now
+  end
+  if allowed == 1 and take then
+    -- Expire when full again: from then on a missing key decides the same.
+    redis.call('SET', key, string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
+  end
+  return allowed, tokens, retry_after, reset_after
 end
-local retry_after, reset_after = 0, 0
-if allowed == 0 then
-  retry_after = last + math.ceil((cost - tokens) / rate) * interval - now
-end
-if tokens < capacity then
-  reset_after = last + math.ceil((capacity - tokens) / rate) * interval - now
-end
-if allowed == 1 and n > 0 then
-  -- Expire when full again: from then on a missing key decides the same.
-  redis.call('SET', KEYS[1], string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
-end
-return {allowed, tokens, retry_after, reset_after}

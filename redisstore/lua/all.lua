@@ -1,0 +1,27 @@
+-- Several policies on one caller (ratekeeper.All), decided at once: the
+-- request takes from every policy or from none.
+-- KEYS[i]  the state of the i-th policy, all under the caller's hash tag
+-- ARGV[4…] four values per policy: its algorithm (an index into
+--          algorithms) and its three parameters
+-- Returns the four integers of every policy, in order.
+
+local algorithms = {token_bucket, gcra, fixed_window, sliding_window_log,
+  sliding_window_counter, leaky_bucket}
+
+local function decide(take)
+  local out, allowed = {}, true
+  for i = 1, #KEYS do
+    local at = 4 * i
+    local a, r, t, z = algorithms[tonumber(ARGV[at])](KEYS[i],
+      tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), take)
+    out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
+    allowed = allowed and a == 1
+  end
+  return out, allowed
+end
+
+-- First decide without taking: a policy that denies leaves the others
+-- untouched. Then take from all, if all allow.
+local out, allowed = decide(false)
+if allowed and n > 0 then out = decide(true) end
+return out
