@@ -96,3 +96,28 @@ func ExampleLimiter_Peek() {
 	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second), res.ResetAfter.Round(time.Second))
 	// Output: false 0 2m0s 4m0s
 }
+
+func ExampleAll() {
+	// 2 requests per second and 5 per minute, decided together: a request
+	// denied by one policy takes nothing from the other.
+	lim, err := ratekeeper.New(memstore.New(), ratekeeper.All(
+		ratekeeper.Named("second", ratekeeper.GCRA{Rate: 2, Period: time.Second, Burst: 2}),
+		ratekeeper.Named("minute", ratekeeper.FixedWindow{Limit: 5, Window: time.Minute}),
+	))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		res, _ := lim.Allow(ctx, "user:123")
+		fmt.Printf("allowed=%v binding=%s remaining=%v", res.Allowed, res.Policy, res.Remaining)
+		for _, p := range res.Parts {
+			fmt.Printf(" | %s: %v left", p.Policy, p.Remaining)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// allowed=true binding=second remaining=1 | second: 1 left | minute: 4 left
+	// allowed=true binding=second remaining=0 | second: 0 left | minute: 3 left
+	// allowed=false binding=second remaining=0 | second: 0 left | minute: 3 left
+}

@@ -310,6 +310,47 @@ func TestPolicyName(t *testing.T) {
 	}
 }
 
+// TestAllPolicies: a limiter of several policies lists each in both
+// fields, by name, from its own Result; a denial names the policies that
+// denied.
+func TestAllPolicies(t *testing.T) {
+	lim, _ := memLimiter(t, ratekeeper.All(
+		ratekeeper.Named("second", ratekeeper.FixedWindow{Limit: 2, Window: time.Second}),
+		ratekeeper.Named("day", ratekeeper.FixedWindow{Limit: 100, Window: 24 * time.Hour}),
+		ratekeeper.Named("hour", ratekeeper.FixedWindow{Limit: 2, Window: time.Hour}),
+	))
+	h := Middleware(lim)(okHandler)
+	wantPolicy := `"second";q=2;w=1, "day";q=100;w=86400, "hour";q=2;w=3600`
+	for i, want := range []string{
+		`"second";r=1;t=1, "day";r=99;t=86400, "hour";r=1;t=3600`,
+		`"second";r=0;t=1, "day";r=98;t=86400, "hour";r=0;t=3600`,
+		// Denied by two: nothing taken from the day.
+		`"second";r=0;t=1, "day";r=98;t=86400, "hour";r=0;t=3600`,
+	} {
+		w := serve(h, "203.0.113.7:1", nil)
+		if got := w.Header().Values("RateLimit-Policy"); !slices.Equal(got, []string{wantPolicy}) {
+			t.Errorf("request %d: RateLimit-Policy %q, want %q", i, got, wantPolicy)
+		}
+		if got := w.Header().Values("RateLimit"); !slices.Equal(got, []string{want}) {
+			t.Errorf("request %d: RateLimit %q, want %q", i, got, want)
+		}
+		if i < 2 {
+			if w.Code != http.StatusOK || w.Header().Get("X-RateLimit-Limit") != "2" {
+				t.Errorf("request %d: %d, X-RateLimit-Limit %q; want 200 and the binding second's 2", i, w.Code, w.Header().Get("X-RateLimit-Limit"))
+			}
+			continue
+		}
+		// The hour binds: it denies for longest.
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "2" || w.Header().Get("Retry-After") != "3600" {
+			t.Errorf("request %d: %d, Retry-After %q; want 429 after the hour", i, w.Code, w.Header().Get("Retry-After"))
+		}
+		p := decodeProblem(t, w)
+		if got := fmt.Sprint(p["violated-policies"]); got != "[second hour]" {
+			t.Errorf("violated-policies %s, want [second hour]", got)
+		}
+	}
+}
+
 func TestStacked(t *testing.T) {
 	burst, _ := memLimiter(t, slow(5))
 	s := memstore.New(memstore.WithSweepInterval(0))

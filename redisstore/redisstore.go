@@ -63,11 +63,11 @@ var allScript = func() *algorithm {
 // first), and a call of that function with the parameters in ARGV.
 func newAlgorithm(index, params int, suffix, function string, helpers ...string) *algorithm {
 	var call strings.Builder
-	fmt.Fprintf(&call, "return {%s(KEYS[1]", function)
+	fmt.Fprintf(&call, "return {%s(KEYS[1], n > 0", function)
 	for i := range params {
 		fmt.Fprintf(&call, ", tonumber(ARGV[%d])", 4+i)
 	}
-	call.WriteString(", n > 0)}\n")
+	call.WriteString(")}\n")
 	src := luaSource(append(append([]string{"lib"}, helpers...), function)...) + call.String()
 	return &algorithm{script: redis.NewScript(src), src: src, params: params, suffix: suffix, index: index}
 }

@@ -12,8 +12,8 @@ local function decide(take)
   local out, allowed = {}, true
   for i = 1, #KEYS do
     local at = 4 * i
-    local a, r, t, z = algorithms[tonumber(ARGV[at])](KEYS[i],
-      tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), take)
+    local a, r, t, z = algorithms[tonumber(ARGV[at])](KEYS[i], take,
+      tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]))
     out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
     allowed = allowed and a == 1
   end

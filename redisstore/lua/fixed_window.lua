@@ -3,7 +3,7 @@
 -- expiry is repaired once its window is over. Parameters: limit, window
 -- (µs).
 
-local function fixed_window(key, limit, window, take)
+local function fixed_window(key, take, limit, window)
   local count, start = 0, now
   local c, s = decode(redis.call('GET', key), 2)
   if c and now < s + window then count, start = c, s end

@@ -2,7 +2,7 @@
 -- key holds the theoretical arrival time (µs), an integer string.
 -- Parameters: emission interval (µs), burst.
 
-local function gcra(key, interval, burst, take)
+local function gcra(key, take, interval, burst)
   local tat = decode(redis.call('GET', key), 1)
   if not tat or tat < now then tat = now end
   local tolerance = burst * interval

@@ -2,7 +2,7 @@
 -- key holds "<level in billionths>:<time it was measured, µs>".
 -- Parameters: capacity (billionths), leak rate (billionths per µs).
 
-local function leaky_bucket(key, capacity, rate, take)
+local function leaky_bucket(key, take, capacity, rate)
   local level, at = 0, now
   local l, t = decode(redis.call('GET', key), 2)
   if l then

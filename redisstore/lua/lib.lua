@@ -11,7 +11,7 @@
 -- ARGV[3]  milliseconds added to every expiry
 -- ARGV[4…] the parameters (ratekeeper.Spec.Params), see below
 --
--- Each algorithm is a function of its key, its parameters and take, which
+-- Each algorithm is a function of its key, take, and its parameters; take
 -- says whether to consume n when the request is allowed (never for a
 -- peek). Without take it writes nothing. It returns allowed (1 or 0),
 -- remaining in millionths, retry after (µs) and reset after (µs), all

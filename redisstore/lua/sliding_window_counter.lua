@@ -2,7 +2,7 @@
 -- key holds "<start of the current window, µs>:<previous count>:<current
 -- count>". Parameters: limit, window (µs).
 
-local function sliding_window_counter(key, limit, window, take)
+local function sliding_window_counter(key, take, limit, window)
   local start = math.floor(now / window) * window
   local prev, curr = 0, 0
   local s, p, c = decode(redis.call('GET', key), 3)

@@ -2,7 +2,7 @@
 -- key is a sorted set of admitted requests scored by their time (µs).
 -- Parameters: limit, window (µs).
 
-local function sliding_window_log(key, limit, window, take)
+local function sliding_window_log(key, take, limit, window)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
   local allowed = 0

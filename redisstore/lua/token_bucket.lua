@@ -3,7 +3,7 @@
 -- Parameters: capacity (millionths), refill rate (millionths per
 -- interval), refill interval (µs).
 
-local function token_bucket(key, capacity, rate, interval, take)
+local function token_bucket(key, take, capacity, rate, interval)
   local tokens, last = capacity, now
   local t, l = decode(redis.call('GET', key), 2)
   if t then

@@ -1,0 +1,187 @@
+package conformance
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// perSecondAndMinute is 2 requests per second and 3 per minute, as fixed
+// windows that open at a key's first request.
+var perSecondAndMinute = ratekeeper.All(
+	ratekeeper.Named("second", ratekeeper.FixedWindow{Limit: 2, Window: time.Second}),
+	ratekeeper.Named("minute", ratekeeper.FixedWindow{Limit: 3, Window: time.Minute}),
+)
+
+// part is one policy's Result within an All's.
+func part(name string, limit int64, allowed bool, remaining float64, retryAfter, resetAfter time.Duration) ratekeeper.Result {
+	return ratekeeper.Result{Policy: name, Allowed: allowed, Limit: limit, Remaining: remaining,
+		RetryAfter: retryAfter, ResetAfter: resetAfter}
+}
+
+// joined is an All's Result: binding's, with the latest ResetAfter and the
+// parts.
+func joined(binding int, parts ...ratekeeper.Result) ratekeeper.Result {
+	res := parts[binding]
+	for _, p := range parts {
+		res.ResetAfter = max(res.ResetAfter, p.ResetAfter)
+	}
+	res.Parts = parts
+	return res
+}
+
+// TestAllScenario works through a per-second and a per-minute limit by
+// hand: each binds in turn, and a denial by one takes nothing from the
+// other.
+func TestAllScenario(t *testing.T) {
+	const sec, minute = time.Second, time.Minute
+	steps := []struct {
+		at   time.Duration
+		n    int64 // -1 resets
+		want ratekeeper.Result
+	}{
+		// The second binds: it has the least left.
+		{0, 1, joined(0, part("second", 2, true, 1, 0, sec), part("minute", 3, true, 2, 0, minute))},
+		{0, 1, joined(0, part("second", 2, true, 0, 0, sec), part("minute", 3, true, 1, 0, minute))},
+		// The second denies; the minute would allow, and keeps its 1.
+		{0, 1, joined(0, part("second", 2, false, 0, sec, sec), part("minute", 3, true, 1, 0, minute))},
+		// A new second; the minute's last request goes.
+		{sec, 1, joined(1, part("second", 2, true, 1, 0, sec), part("minute", 3, true, 0, 0, 59*sec))},
+		// The minute denies: the second keeps its 1, to the peek too.
+		{sec, 1, joined(1, part("second", 2, true, 1, 0, sec), part("minute", 3, false, 0, 59*sec, 59*sec))},
+		{sec, 0, joined(1, part("second", 2, true, 1, 0, sec), part("minute", 3, false, 0, 59*sec, 59*sec))},
+		// Both deny: the minute binds, as the longer wait.
+		{sec + 500*time.Millisecond, 2, joined(1, part("second", 2, false, 1, 500*time.Millisecond, 500*time.Millisecond),
+			part("minute", 3, false, 0, 58500*time.Millisecond, 58500*time.Millisecond))},
+		// Both windows are over: a cost of 2 takes the second whole.
+		{minute, 2, joined(0, part("second", 2, true, 0, 0, sec), part("minute", 3, true, 1, 0, minute))},
+		// Reset forgets both.
+		{minute, -1, ratekeeper.Result{}},
+		{minute, 1, joined(0, part("second", 2, true, 1, 0, sec), part("minute", 3, true, 2, 0, minute))},
+	}
+	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+		ctx := context.Background()
+		lim := newLimiter(t, store, perSecondAndMinute)
+		forget(t, lim, "k")
+		var at time.Duration
+		for i, st := range steps {
+			clock.Advance(st.at - at)
+			at = st.at
+			if st.n < 0 {
+				if err := lim.Reset(ctx, "k"); err != nil {
+					t.Fatalf("step %d: Reset: %v", i, err)
+				}
+				continue
+			}
+			got, err := lim.AllowN(ctx, "k", st.n)
+			if err != nil || !reflect.DeepEqual(got, st.want) {
+				t.Fatalf("step %d: AllowN(%d) at %v = %+v, %v\nwant %+v", i, st.n, at, got, err, st.want)
+			}
+		}
+		// The smallest policy bounds the cost: 3 can never pass.
+		if maxCost := lim.Spec().MaxCost; maxCost != 2 {
+			t.Fatalf("MaxCost %d, want the per-second limit, 2", maxCost)
+		}
+		checkCostTooHigh(t, lim, "k")
+	})
+}
+
+// TestAllSharesStateByName: a policy of an All keeps its state under its
+// algorithm and name, so two limiters with a policy of the same name share
+// it, and a lone policy keeps its own.
+func TestAllSharesStateByName(t *testing.T) {
+	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+		ctx := context.Background()
+		daily := ratekeeper.Named("daily", ratekeeper.FixedWindow{Limit: 3, Window: 24 * time.Hour})
+		search := newLimiter(t, store, ratekeeper.All(ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10}, daily))
+		upload := newLimiter(t, store, ratekeeper.All(ratekeeper.TokenBucket{Capacity: 5, RefillRate: 1, RefillInterval: time.Second}, daily))
+		alone := newLimiter(t, store, ratekeeper.FixedWindow{Limit: 3, Window: 24 * time.Hour})
+		forget(t, search, "k")
+		forget(t, upload, "k")
+		forget(t, alone, "k")
+		for i, lim := range []*ratekeeper.Limiter{search, upload, search} {
+			if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed || res.Parts[1].Remaining != float64(2-i) {
+				t.Fatalf("request %d: %+v, %v; want the shared daily policy at %d", i, res, err, 2-i)
+			}
+		}
+		if res, err := upload.Allow(ctx, "k"); err != nil || res.Allowed || res.Policy != "daily" {
+			t.Fatalf("a 4th request: %+v, %v; want a denial by daily", res, err)
+		}
+		if res, err := alone.Allow(ctx, "k"); err != nil || res.Remaining != 2 {
+			t.Fatalf("the lone fixed window: %+v, %v; want its own state", res, err)
+		}
+	})
+}
+
+// TestRedisAllOneCallOneSlot checks that an All decides in one script call,
+// over keys that all carry the caller's hash tag.
+func TestRedisAllOneCallOneSlot(t *testing.T) {
+	client := redistest.Client(t)
+	var calls atomic.Int64
+	client.AddHook(countHook{&calls})
+	prefix := redistest.Prefix(t)
+	store := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithAutoPipelining(false))
+	p := ratekeeper.All(
+		ratekeeper.Named("burst", ratekeeper.TokenBucket{Capacity: 5, RefillRate: 1, RefillInterval: time.Second}),
+		ratekeeper.Named("hour", ratekeeper.SlidingWindowLog{Limit: 100, Window: time.Hour}),
+		ratekeeper.Named("day", ratekeeper.SlidingWindowCounter{Limit: 1000, Window: 24 * time.Hour}),
+	)
+	lim := newLimiter(t, store, p)
+	forget(t, lim, "user:{1}")
+	ctx := context.Background()
+	for i := range 7 { // 5 allowed, 2 denied by the burst
+		before := calls.Load()
+		if _, err := lim.Allow(ctx, "user:{1}"); err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.Load() - before; n != 1 {
+			t.Fatalf("decision %d took %d commands, want 1 script call", i, n)
+		}
+	}
+	keys := store.Keys("user:{1}", lim.Spec())
+	want := []string{prefix + "{user:%7B1%7D}:tb:burst", prefix + "{user:%7B1%7D}:swl:hour", prefix + "{user:%7B1%7D}:swc:day"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Fatalf("Keys = %q, want %q", keys, want)
+	}
+	for _, k := range keys {
+		if n, err := client.Exists(ctx, k).Result(); err != nil || n != 1 {
+			t.Fatalf("%s: exists %d, %v", k, n, err)
+		}
+		if !strings.HasPrefix(k, prefix+"{user:%7B1%7D}:") {
+			t.Fatalf("%s does not begin with the caller's hash tag", k)
+		}
+	}
+	// The hour and the day kept 5 each: the two denials took nothing.
+	res, err := lim.Peek(ctx, "user:{1}")
+	if err != nil || res.Parts[1].Remaining != 95 || res.Parts[2].Remaining != 995 {
+		t.Fatalf("Peek = %+v, %v; want 95 left in the hour and 995 in the day", res, err)
+	}
+}
+
+// countHook counts the commands a client sends.
+type countHook struct{ n *atomic.Int64 }
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
