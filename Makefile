@@ -3,13 +3,14 @@
 # then the demo's page in headless Chromium.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint e2e demo fuzz bench
+.PHONY: test check lint e2e demo fuzz bench soak
 
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
 
 check: lint
 	go test -race -count=1 ./...
+	cd metrics && go test -race -count=1 ./...
 	$(MAKE) --no-print-directory e2e
 
 lint:
@@ -17,6 +18,7 @@ lint:
 	go vet ./...
 	go run $(STATICCHECK) ./...
 	cd e2e && go vet ./... && go run $(STATICCHECK) ./...
+	cd metrics && go vet ./... && go run $(STATICCHECK) ./...
 
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
@@ -37,3 +39,12 @@ fuzz:
 
 bench:
 	./scripts/with-redis.sh go test -run '^$$' -bench . -benchmem -count 5 ./...
+
+# The long runs of internal/soak (not part of make test, which runs them
+# for a few seconds): a minute of load per algorithm, every admission
+# checked against the policy's bound, then 30 s of load on the demo server
+# with its memory watched. Without -race, so the rates and the memory are
+# the real ones.
+soak:
+	./scripts/with-redis.sh env RATEKEEPER_SOAK_DURATION=60s RATEKEEPER_SOAK_LOAD_DURATION=30s \
+		go test -count=1 -v -timeout 20m ./internal/soak/
