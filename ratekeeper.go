@@ -102,6 +102,11 @@ type Option func(*Limiter)
 // WithName names the limiter's policy, for Results, response headers and
 // metrics, as Named does. The default is the name given with Named, else
 // the policy's algorithm, such as "token_bucket" ("all" for All).
+//
+// A store keeps a key's state per algorithm and name: limiters whose
+// policies share both share the state of a key, whatever their limits
+// (so a limit can be changed without resetting anyone), and a name keeps
+// a policy apart from others of its algorithm.
 func WithName(name string) Option {
 	return func(l *Limiter) { l.name = name }
 }

@@ -56,10 +56,17 @@ type shard struct {
 	_       [48]byte // keep shards on separate cache lines
 }
 
-// entryKey keeps the states of different algorithms apart for one key,
-// without building a string per decision. The policies of an All have
-// their own, named, states.
-type entryKey struct{ algorithm, part, key string }
+// entryKey keeps the states of different policies apart for one key,
+// without building a string per decision: a policy is its algorithm and
+// its name, unless that is the algorithm's own.
+type entryKey struct{ algorithm, name, key string }
+
+func newEntryKey(spec *ratekeeper.Spec, key string) entryKey {
+	if spec.Name == spec.Algorithm {
+		return entryKey{spec.Algorithm, "", key}
+	}
+	return entryKey{spec.Algorithm, spec.Name, key}
+}
 
 // entry is one key's state under one algorithm.
 type entry struct {
@@ -167,7 +174,7 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 	if spec.Algorithm == ratekeeper.AlgorithmAll {
 		return s.decideAll(sh, key, &spec, now, n), nil
 	}
-	k := entryKey{spec.Algorithm, "", key}
+	k := newEntryKey(&spec, key)
 	e := sh.entries[k]
 	if e == nil {
 		var st ratekeeper.State
@@ -196,7 +203,7 @@ func (s *Store) decideAll(sh *shard, key string, spec *ratekeeper.Spec, now, n i
 	var entries [ratekeeper.MaxParts]*entry
 	var sts [ratekeeper.MaxParts]*ratekeeper.State
 	for i, p := range spec.Parts {
-		if e := sh.entries[entryKey{p.Algorithm, p.Name, key}]; e != nil && now < e.expires {
+		if e := sh.entries[newEntryKey(&p, key)]; e != nil && now < e.expires {
 			entries[i], states[i] = e, e.state
 		}
 		sts[i] = &states[i]
@@ -211,7 +218,7 @@ func (s *Store) decideAll(sh *shard, key string, spec *ratekeeper.Spec, now, n i
 			e.state, e.expires = states[i], expires
 			continue
 		}
-		k := entryKey{p.Algorithm, p.Name, key}
+		k := newEntryKey(&p, key)
 		if e := sh.entries[k]; e != nil { // expired
 			e.state, e.expires = states[i], expires
 			continue
@@ -245,10 +252,10 @@ func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error
 	sh.mu.Lock()
 	if spec.Algorithm == ratekeeper.AlgorithmAll {
 		for _, p := range spec.Parts {
-			delete(sh.entries, entryKey{p.Algorithm, p.Name, key})
+			delete(sh.entries, newEntryKey(&p, key))
 		}
 	} else {
-		delete(sh.entries, entryKey{spec.Algorithm, "", key})
+		delete(sh.entries, newEntryKey(&spec, key))
 	}
 	sh.mu.Unlock()
 	return nil

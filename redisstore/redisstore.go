@@ -317,7 +317,7 @@ func (s *Store) Key(key string, spec ratekeeper.Spec) string {
 // Keys returns the Redis keys that hold key's state under spec, one per
 // policy: the caller's key inside a hash tag, so that different callers
 // spread over the slots of a Redis Cluster while all the keys of one
-// caller share a slot. The policies of an All add their names:
+// caller share a slot. A named policy adds its name:
 // "rk:{user:1}:gcra:per-second". Keys is nil for an unknown algorithm.
 func (s *Store) Keys(key string, spec ratekeeper.Spec) []string {
 	if _, err := scriptOf(&spec); err != nil {
@@ -329,13 +329,22 @@ func (s *Store) Keys(key string, spec ratekeeper.Spec) []string {
 func (s *Store) keys(key string, spec *ratekeeper.Spec) []string {
 	tag := s.prefix + "{" + escapeBraces(key) + "}"
 	if spec.Algorithm != ratekeeper.AlgorithmAll {
-		return []string{tag + algorithms[spec.Algorithm].suffix}
+		return []string{stateKey(tag, spec)}
 	}
 	keys := make([]string, len(spec.Parts))
-	for i, p := range spec.Parts {
-		keys[i] = tag + algorithms[p.Algorithm].suffix + ":" + p.Name
+	for i := range spec.Parts {
+		keys[i] = stateKey(tag, &spec.Parts[i])
 	}
 	return keys
+}
+
+// stateKey is the key of one policy's state: the caller's tag, the
+// algorithm, and the policy's name unless it is the algorithm's own.
+func stateKey(tag string, spec *ratekeeper.Spec) string {
+	if spec.Name == spec.Algorithm || spec.Name == "" {
+		return tag + algorithms[spec.Algorithm].suffix
+	}
+	return tag + algorithms[spec.Algorithm].suffix + ":" + spec.Name
 }
 
 // escapeBraces keeps a caller's key from closing the hash tag early (or

@@ -95,9 +95,9 @@ func TestAllScenario(t *testing.T) {
 	})
 }
 
-// TestAllSharesStateByName: a policy of an All keeps its state under its
-// algorithm and name, so two limiters with a policy of the same name share
-// it, and a lone policy keeps its own.
+// TestAllSharesStateByName: a policy keeps a key's state under its
+// algorithm and name, alone or in an All: limiters whose policies have the
+// same algorithm and name share it, and others keep their own.
 func TestAllSharesStateByName(t *testing.T) {
 	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
 		ctx := context.Background()
@@ -118,6 +118,15 @@ func TestAllSharesStateByName(t *testing.T) {
 		}
 		if res, err := alone.Allow(ctx, "k"); err != nil || res.Remaining != 2 {
 			t.Fatalf("the lone fixed window: %+v, %v; want its own state", res, err)
+		}
+		login := newLimiter(t, store, ratekeeper.Named("login", ratekeeper.FixedWindow{Limit: 3, Window: time.Hour}))
+		alsoDaily := newLimiter(t, store, daily)
+		forget(t, login, "k")
+		if res, err := login.Allow(ctx, "k"); err != nil || res.Remaining != 2 {
+			t.Fatalf("a fixed window named login: %+v, %v; want its own state", res, err)
+		}
+		if res, err := alsoDaily.Peek(ctx, "k"); err != nil || res.Allowed {
+			t.Fatalf("a lone policy named daily: %+v, %v; want the shared, exhausted, state", res, err)
 		}
 	})
 }
