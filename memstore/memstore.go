@@ -38,7 +38,8 @@ type Store struct {
 	shards        []shard
 	maxKeys       int
 	perShard      int
-	now           func() time.Time
+	now           func() time.Time // nil: the monotonic clock, from epoch
+	epoch         time.Time
 	sweepInterval time.Duration
 	evictions     atomic.Int64
 	validated     [8]atomic.Pointer[ratekeeper.SpecKey] // recently validated Specs
@@ -52,26 +53,67 @@ var _ ratekeeper.Store = (*Store)(nil)
 
 type shard struct {
 	mu      sync.Mutex
-	entries map[entryKey]*entry
-	_       [48]byte // keep shards on separate cache lines
+	entries map[string]*entry // by key: the first of the key's states
+	n       int               // entries, chained ones included
+	_       [40]byte          // keep shards on separate cache lines
 }
 
-// entryKey keeps the states of different policies apart for one key,
-// without building a string per decision: a policy is its algorithm and
-// its name, unless that is the algorithm's own.
-type entryKey struct{ algorithm, name, key string }
-
-func newEntryKey(spec *ratekeeper.Spec, key string) entryKey {
-	if spec.Name == spec.Algorithm {
-		return entryKey{spec.Algorithm, "", key}
-	}
-	return entryKey{spec.Algorithm, spec.Name, key}
-}
-
-// entry is one key's state under one algorithm.
+// entry is one key's state under one policy: its algorithm and its name,
+// unless that is the algorithm's own (so that limiters of one policy share
+// it). A key limited by several policies chains their entries, which
+// keeps the map keyed by the caller's key alone: one string to hash.
 type entry struct {
-	state   ratekeeper.State
-	expires int64 // microseconds; the state is full again from then on
+	algorithm, name string
+	state           ratekeeper.State
+	expires         int64 // microseconds; the state is full again from then on
+	next            *entry
+}
+
+// policyName is the name under which spec keeps its state.
+func policyName(spec *ratekeeper.Spec) string {
+	if spec.Name == spec.Algorithm {
+		return ""
+	}
+	return spec.Name
+}
+
+// find returns key's entry for spec's policy, or nil.
+func (sh *shard) find(key string, spec *ratekeeper.Spec) *entry {
+	name := policyName(spec)
+	for e := sh.entries[key]; e != nil; e = e.next {
+		if e.algorithm == spec.Algorithm && e.name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+// add inserts a new entry for spec's policy of key. sh.mu is held.
+func (s *Store) add(sh *shard, key string, spec *ratekeeper.Spec, st ratekeeper.State, now, expires int64) {
+	s.makeRoom(sh, now)
+	sh.entries[key] = &entry{algorithm: spec.Algorithm, name: policyName(spec), state: st, expires: expires, next: sh.entries[key]}
+	sh.n++
+}
+
+// remove unlinks e from key's chain. sh.mu is held.
+func (sh *shard) remove(key string, e *entry) {
+	first := sh.entries[key]
+	if first == e {
+		if e.next == nil {
+			delete(sh.entries, key)
+		} else {
+			sh.entries[key] = e.next
+		}
+		sh.n--
+		return
+	}
+	for p := first; p != nil; p = p.next {
+		if p.next == e {
+			p.next = e.next
+			sh.n--
+			return
+		}
+	}
 }
 
 // Option configures a Store.
@@ -99,8 +141,8 @@ func WithSweepInterval(d time.Duration) Option {
 	return func(s *Store) { s.sweepInterval = d }
 }
 
-// WithClock makes the store read the time from now instead of the system
-// clock, for deterministic tests.
+// WithClock makes the store read the time from now instead of the system's
+// monotonic clock, for deterministic tests.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
@@ -110,7 +152,7 @@ func New(opts ...Option) *Store {
 	s := &Store{
 		seed:          maphash.MakeSeed(),
 		maxKeys:       DefaultMaxKeys,
-		now:           time.Now,
+		epoch:         time.Now(),
 		sweepInterval: DefaultSweepInterval,
 		stop:          make(chan struct{}),
 		done:          make(chan struct{}),
@@ -124,7 +166,7 @@ func New(opts ...Option) *Store {
 	}
 	s.shards = make([]shard, n)
 	for i := range s.shards {
-		s.shards[i].entries = make(map[entryKey]*entry)
+		s.shards[i].entries = make(map[string]*entry)
 	}
 	s.perShard = (s.maxKeys + n - 1) / n
 	if s.sweepInterval > 0 {
@@ -146,16 +188,27 @@ func (s *Store) Close() error {
 // times the number of shards, which is WithMaxKeys rounded up.
 func (s *Store) MaxKeys() int { return s.perShard * len(s.shards) }
 
-// Len returns the number of keys held, expired ones included until swept.
+// Len returns the number of states held (one per key and policy), expired
+// ones included until swept.
 func (s *Store) Len() int {
 	total := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		total += len(sh.entries)
+		total += sh.n
 		sh.mu.Unlock()
 	}
 	return total
+}
+
+// micros is the time in microseconds since the Unix epoch. By default it
+// reads only the monotonic clock (time.Since), which costs half of
+// time.Now and never jumps.
+func (s *Store) micros() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return s.epoch.UnixMicro() + int64(time.Since(s.epoch)/time.Microsecond)
 }
 
 // Evictions returns how many keys were evicted because their shard was
@@ -167,21 +220,19 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 	if err := s.validate(&spec); err != nil {
 		return ratekeeper.Result{}, err
 	}
-	now := s.now().UnixMicro()
+	now := s.micros()
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if spec.Algorithm == ratekeeper.AlgorithmAll {
 		return s.decideAll(sh, key, &spec, now, n), nil
 	}
-	k := newEntryKey(&spec, key)
-	e := sh.entries[k]
+	e := sh.find(key, &spec)
 	if e == nil {
 		var st ratekeeper.State
 		res := spec.Step(&st, now, n)
 		if res.Allowed && n > 0 {
-			s.makeRoom(sh, now)
-			sh.entries[k] = &entry{state: st, expires: now + res.ResetAfter.Microseconds()}
+			s.add(sh, key, &spec, st, now, now+res.ResetAfter.Microseconds())
 		}
 		return res, nil
 	}
@@ -202,9 +253,12 @@ func (s *Store) decideAll(sh *shard, key string, spec *ratekeeper.Spec, now, n i
 	var states [ratekeeper.MaxParts]ratekeeper.State
 	var entries [ratekeeper.MaxParts]*entry
 	var sts [ratekeeper.MaxParts]*ratekeeper.State
-	for i, p := range spec.Parts {
-		if e := sh.entries[newEntryKey(&p, key)]; e != nil && now < e.expires {
-			entries[i], states[i] = e, e.state
+	for i := range spec.Parts {
+		if e := sh.find(key, &spec.Parts[i]); e != nil {
+			entries[i] = e
+			if now < e.expires {
+				states[i] = e.state
+			}
 		}
 		sts[i] = &states[i]
 	}
@@ -212,19 +266,17 @@ func (s *Store) decideAll(sh *shard, key string, spec *ratekeeper.Spec, now, n i
 	if !res.Allowed || n == 0 {
 		return res
 	}
-	for i, p := range spec.Parts {
+	for i := range spec.Parts {
 		expires := now + res.Parts[i].ResetAfter.Microseconds()
 		if e := entries[i]; e != nil {
 			e.state, e.expires = states[i], expires
-			continue
 		}
-		k := newEntryKey(&p, key)
-		if e := sh.entries[k]; e != nil { // expired
-			e.state, e.expires = states[i], expires
-			continue
+	}
+	// Then the policies that the key had no state for.
+	for i := range spec.Parts {
+		if entries[i] == nil {
+			s.add(sh, key, &spec.Parts[i], states[i], now, now+res.Parts[i].ResetAfter.Microseconds())
 		}
-		s.makeRoom(sh, now)
-		sh.entries[k] = &entry{state: states[i], expires: expires}
 	}
 	return res
 }
@@ -250,14 +302,16 @@ func (s *Store) validate(spec *ratekeeper.Spec) error {
 func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		for _, p := range spec.Parts {
-			delete(sh.entries, newEntryKey(&p, key))
-		}
-	} else {
-		delete(sh.entries, newEntryKey(&spec, key))
+	defer sh.mu.Unlock()
+	parts := spec.Parts
+	if spec.Algorithm != ratekeeper.AlgorithmAll {
+		parts = []ratekeeper.Spec{spec}
 	}
-	sh.mu.Unlock()
+	for i := range parts {
+		if e := sh.find(key, &parts[i]); e != nil {
+			sh.remove(key, e)
+		}
+	}
 	return nil
 }
 
@@ -268,24 +322,27 @@ func (s *Store) shard(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)%uint64(len(s.shards))]
 }
 
-// makeRoom evicts one key if sh is full. sh.mu is held.
+// makeRoom evicts one state if sh is full. sh.mu is held.
 func (s *Store) makeRoom(sh *shard, now int64) {
-	if len(sh.entries) < s.perShard {
+	if sh.n < s.perShard {
 		return
 	}
-	var victim entryKey
-	var earliest int64
+	var victimKey string
+	var victim *entry
 	seen := 0
-	for k, e := range sh.entries { // map order is random: a fair sample
-		if seen == 0 || e.expires < earliest {
-			victim, earliest = k, e.expires
-		}
-		if seen++; seen == evictionSample || earliest <= now {
-			break
+sample:
+	for k, first := range sh.entries { // map order is random: a fair sample
+		for e := first; e != nil; e = e.next {
+			if victim == nil || e.expires < victim.expires {
+				victimKey, victim = k, e
+			}
+			if seen++; seen == evictionSample || victim.expires <= now {
+				break sample
+			}
 		}
 	}
-	delete(sh.entries, victim)
-	if earliest > now {
+	sh.remove(victimKey, victim)
+	if victim.expires > now {
 		s.evictions.Add(1)
 	}
 }
@@ -310,10 +367,12 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		now := s.now().UnixMicro()
-		for k, e := range sh.entries {
-			if now >= e.expires {
-				delete(sh.entries, k)
+		now := s.micros()
+		for k, first := range sh.entries {
+			for e := first; e != nil; e = e.next {
+				if now >= e.expires {
+					sh.remove(k, e)
+				}
 			}
 		}
 		sh.mu.Unlock()
