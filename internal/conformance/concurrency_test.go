@@ -49,6 +49,15 @@ var raceCases = []raceCase{
 	// admits 10, as the previous window's weight rounds up.
 	{"swc10per1h_cost1", ratekeeper.SlidingWindowCounter{Limit: 10, Window: time.Hour}, 1, 10, 0},
 	{"swc10per1h_cost3", ratekeeper.SlidingWindowCounter{Limit: 10, Window: time.Hour}, 3, 3, 1},
+	// Several policies: the first binds, then the tighter of the two
+	// (the hour leaves 1, the day 16), then the second.
+	{"all_fw10_gcra20_cost1", ratekeeper.All(ratekeeper.FixedWindow{Limit: 10, Window: time.Hour},
+		ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 20}), 1, 10, 0},
+	{"all_hour10_day25_cost3", ratekeeper.All(
+		ratekeeper.Named("hour", ratekeeper.FixedWindow{Limit: 10, Window: time.Hour}),
+		ratekeeper.Named("day", ratekeeper.SlidingWindowLog{Limit: 25, Window: 24 * time.Hour})), 3, 3, 1},
+	{"all_tb20_swc7_cost1", ratekeeper.All(ratekeeper.TokenBucket{Capacity: 20, RefillRate: 1, RefillInterval: time.Hour},
+		ratekeeper.SlidingWindowCounter{Limit: 7, Window: time.Hour}), 1, 7, 0},
 	// The leaky bucket drains all along, which Remaining shows: it races
 	// in TestLeakyBucketConcurrentDecisions.
 }

@@ -58,6 +58,7 @@ type storeFactory struct {
 var stores = []storeFactory{
 	{"memstore", newMemstore},
 	{"redis", newRedisstore},
+	{"redis-cluster", newRedisClusterStore},
 }
 
 func newMemstore(t *testing.T, clock *Clock) ratekeeper.Store {
@@ -75,6 +76,13 @@ func newRedisstore(t *testing.T, clock *Clock) ratekeeper.Store {
 	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
 }
 
+// newRedisClusterStore skips t when there is no test Redis Cluster.
+func newRedisClusterStore(t *testing.T, clock *Clock) ratekeeper.Store {
+	client := redistest.ClusterClient(t)
+	client.AddHook(persistHook{client})
+	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
+}
+
 // persistHook keeps the keys of scripts from expiring. Redis expires them
 // on its own clock, a second after the time at which the controlled clock
 // will find them full; a slow or stalled test run lags real time by more
@@ -82,7 +90,8 @@ func newRedisstore(t *testing.T, clock *Clock) ratekeeper.Store {
 // library never promises. So every script call goes out in one round trip
 // with a PERSIST of its keys. The scripts then meet stale state where a
 // key would have expired, and must decide exactly as for a missing key.
-type persistHook struct{ client *redis.Client }
+// On a cluster, a key and its PERSIST share a slot, hence a node.
+type persistHook struct{ client redis.UniversalClient }
 
 func (persistHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -214,6 +223,15 @@ var policies = []policyCase{
 	{"swc7per700ms", ratekeeper.SlidingWindowCounter{Limit: 7, Window: 700 * time.Millisecond}, 100 * time.Millisecond},
 	// 700 billionths per µs: one request drains in 1,428,571.4µs.
 	{"lb5_0.7ps", ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 0.7}, 1_428_572 * time.Microsecond},
+	// Several policies, decided at once: each binds in turn.
+	{"all_gcra3per1s_b5_fw8per3s", ratekeeper.All(
+		ratekeeper.GCRA{Rate: 3, Period: time.Second, Burst: 5},
+		ratekeeper.FixedWindow{Limit: 8, Window: 3 * time.Second}), 333_334 * time.Microsecond},
+	{"all_tb_swl_swc_lb", ratekeeper.All(
+		ratekeeper.Named("burst", ratekeeper.TokenBucket{Capacity: 4, RefillRate: 0.5, RefillInterval: 100 * time.Millisecond}),
+		ratekeeper.Named("window", ratekeeper.SlidingWindowLog{Limit: 6, Window: time.Second}),
+		ratekeeper.Named("smooth", ratekeeper.SlidingWindowCounter{Limit: 9, Window: 700 * time.Millisecond}),
+		ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 3}), 100 * time.Millisecond},
 }
 
 func mustSpec(t testing.TB, p ratekeeper.Policy) ratekeeper.Spec {
@@ -235,10 +253,14 @@ type stepGen struct {
 }
 
 func newStepGen(seed uint64, pc policyCase, spec ratekeeper.Spec) *stepGen {
+	window := spec.Window
+	for _, p := range spec.Parts { // an All fills up with its slowest policy
+		window = max(window, p.Window)
+	}
 	return &stepGen{
 		r:       rand.New(rand.NewPCG(seed, 0)),
 		quantum: pc.quantum,
-		window:  spec.Window,
+		window:  window,
 		maxCost: spec.MaxCost,
 	}
 }
