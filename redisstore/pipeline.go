@@ -17,6 +17,9 @@ type call struct {
 	alg  *algorithm
 	keys []string
 	args []any
+	// ctx bounds a call sent alone until go-redis sends it (see
+	// Store.Decide); a batch serves many callers, and ignores it.
+	ctx context.Context
 	// Written by the batch before done is closed.
 	reply any
 	err   error
@@ -81,7 +84,7 @@ func (p *pipeliner) next() []*call {
 func (p *pipeliner) flush(batch []*call) {
 	for batch != nil {
 		if len(batch) == 1 {
-			batch[0].run(context.Background(), p.client)
+			batch[0].run(batch[0].ctx, p.client)
 		} else {
 			runBatch(p.client, batch)
 		}

@@ -211,7 +211,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 			return res, nil
 		}
 	}
-	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), done: make(chan struct{})}
+	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx, done: make(chan struct{})}
 	// A call waits on a goroutine of its own only when it must be able to
 	// give up at ctx's end and go-redis would not: a handoff costs more
 	// than the rest of the client's work.
@@ -224,7 +224,10 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		close(c.done)
 	default:
 		go func() {
-			c.run(context.Background(), s.client)
+			// go-redis still watches ctx until the command is sent (for
+			// a connection, a dial): a call whose caller gave up by then
+			// never reaches Redis.
+			c.run(ctx, s.client)
 			close(c.done)
 		}()
 	}

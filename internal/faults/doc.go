@@ -1,0 +1,20 @@
+// Package faults holds the tests of how ratekeeper behaves when Redis
+// fails under load, each against a private redis-server that it kills,
+// restarts empty, pauses or strips of its scripts:
+//
+//   - Redis killed and restarted: every call, direct or through
+//     httplimit, returns within its deadline; while Redis is down the
+//     middleware gives its fail-open or fail-closed answer and direct
+//     calls return errors; decisions resume within a second of Redis
+//     answering again; no goroutine outlives the load.
+//   - SCRIPT FLUSH, over and over, under load: no error, and every key
+//     admits exactly its limit, for every algorithm.
+//   - CLIENT PAUSE: calls give up at their context's deadline, with or
+//     without go-redis's own context timeouts and auto-pipelining, and
+//     the middleware at its store timeout.
+//   - Redis restarted empty: a key starts again full, without an error,
+//     for every algorithm.
+//
+// The package has no code of its own; it runs with the other tests under
+// `make test`, and skips without a test Redis.
+package faults
