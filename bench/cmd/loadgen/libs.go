@@ -70,6 +70,13 @@ var libs = []lib{
 		oneCall: true,
 	},
 	{
+		name:    "ratekeeper-ctxtimeout",
+		about:   "redisstore.New(client) over a go-redis client with ContextTimeoutEnabled, as docs/deploying.md advises: a lone call runs on its caller's goroutine",
+		open:    openRatekeeperCtxTimeout,
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
 		name:    "ratekeeper-nopipe",
 		about:   "redisstore.WithAutoPipelining(false): one pooled connection per decision",
 		open:    openRatekeeper(redisstore.WithAutoPipelining(false)),
@@ -139,6 +146,11 @@ func openRatekeeper(opts ...redisstore.Option) func(string, policy) (decideFunc,
 		client := newClient(addr)
 		return openLimiter(client, redisstore.New(client, opts...), p.tokenBucket())
 	}
+}
+
+func openRatekeeperCtxTimeout(addr string, p policy) (decideFunc, func(), error) {
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	return openLimiter(client, redisstore.New(client), p.tokenBucket())
 }
 
 func openRatekeeperGCRA(addr string, p policy) (decideFunc, func(), error) {
@@ -216,7 +228,10 @@ func tokenBucketSource() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return string(lib) + "\n" + string(tb), nil
+	// As redisstore builds it: the helpers, the algorithm's function, and
+	// a call of it with the parameters in ARGV.
+	call := "return {token_bucket(KEYS[1], n > 0, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))}\n"
+	return string(lib) + "\n" + string(tb) + "\n" + call, nil
 }
 
 func openRedisRate(addr string, p policy) (decideFunc, func(), error) {
