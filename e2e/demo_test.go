@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testio"
 )
 
 const (
@@ -359,7 +359,7 @@ func startDemo(t *testing.T) (url, backend string) {
 		env = append(env, "REDIS_URL=redis://"+redisAddr)
 		backend = "redis"
 	}
-	var logs syncBuffer
+	var logs testio.SyncBuffer
 	server := exec.Command(bin, "-addr", addr)
 	server.Env = env
 	server.Stdout, server.Stderr = &logs, &logs
@@ -413,22 +413,4 @@ func startDemo(t *testing.T) (url, backend string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// syncBuffer collects the server's output from its two pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

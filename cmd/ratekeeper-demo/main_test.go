@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log"
@@ -9,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testio"
 )
 
 func TestRunRejects(t *testing.T) {
@@ -48,7 +47,7 @@ func TestRunServes(t *testing.T) {
 	if addr := os.Getenv(redistest.EnvAddr); addr != "" {
 		env["REDIS_URL"] = "redis://" + addr
 	}
-	var logs syncBuffer
+	var logs testio.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, log.New(&logs, "", 0)) }()
@@ -88,22 +87,4 @@ func TestRunServes(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, logs.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testio"
 )
 
 const (
@@ -313,7 +313,7 @@ type demo struct {
 	cmd    *exec.Cmd
 	exited chan error // receives Wait's error once
 	reaped bool       // exited has been received from
-	logs   *syncBuffer
+	logs   *testio.SyncBuffer
 }
 
 // startDemo starts the demo server on a free loopback port, its limits in
@@ -334,7 +334,7 @@ func startDemo(t *testing.T, bin, redisAddr string) *demo {
 			env = append(env, kv)
 		}
 	}
-	d := &demo{url: "http://" + addr, exited: make(chan error, 1), logs: new(syncBuffer)}
+	d := &demo{url: "http://" + addr, exited: make(chan error, 1), logs: new(testio.SyncBuffer)}
 	d.cmd = exec.Command(bin, "-addr", addr)
 	d.cmd.Env = append(env, "REDIS_URL=redis://"+redisAddr)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
@@ -408,22 +408,4 @@ func (d *demo) stop(t *testing.T) {
 	case <-time.After(stopTimeout):
 		t.Errorf("the demo server did not exit within %v of SIGTERM", stopTimeout)
 	}
-}
-
-// syncBuffer collects the server's output from its two pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
