@@ -173,8 +173,8 @@ type row struct {
 // subject is one algorithm under measurement, as it runs in Redis.
 type subject struct {
 	name string
-	// key is the Redis key that holds a caller's state.
-	key func(caller string) string
+	// keys are the Redis keys that hold a caller's state.
+	keys func(caller string) []string
 	// allow decides one request of cost 1.
 	allow func(ctx context.Context, caller string) (bool, error)
 	// load loads the script, so that every measured decision is an EVALSHA.
@@ -195,6 +195,10 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 		{"Sliding window log", ratekeeper.SlidingWindowLog{Limit: l, Window: time.Minute}},
 		{"Sliding window counter", ratekeeper.SlidingWindowCounter{Limit: l, Window: time.Minute}},
 		{"Leaky bucket", ratekeeper.LeakyBucket{Capacity: l, LeakRate: float64(l) / 60}},
+		// Two policies decided at once: a burst and a longer window.
+		{"All: GCRA + fixed window", ratekeeper.All(
+			ratekeeper.Named("burst", ratekeeper.GCRA{Rate: l, Period: time.Minute, Burst: l}),
+			ratekeeper.Named("hour", ratekeeper.FixedWindow{Limit: 60 * l, Window: time.Hour}))},
 	}
 	var subjects []subject
 	for _, p := range policies {
@@ -204,7 +208,7 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 		}
 		subjects = append(subjects, subject{
 			name: p.name,
-			key:  func(caller string) string { return store.Key(caller, lim.Spec()) },
+			keys: func(caller string) []string { return store.Keys(caller, lim.Spec()) },
 			allow: func(ctx context.Context, caller string) (bool, error) {
 				res, err := lim.Allow(ctx, caller)
 				return res.Allowed, err
@@ -216,7 +220,7 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 		})
 	}
 	tb := subjects[0]
-	return append(subjects, guideSubject(rdb, tb.key, limit)), nil
+	return append(subjects, guideSubject(rdb, func(caller string) string { return tb.keys(caller)[0] }, limit)), nil
 }
 
 // guideScript is the guide's token bucket, measured as a baseline: a
@@ -245,7 +249,7 @@ func guideSubject(rdb *redis.Client, tbKey func(string) string, limit int) subje
 	interval := strconv.FormatFloat(60/float64(limit), 'f', -1, 64)
 	return subject{
 		name: "Redis guide's token bucket",
-		key:  key,
+		keys: func(caller string) []string { return []string{key(caller)} },
 		allow: func(ctx context.Context, caller string) (bool, error) {
 			now := strconv.FormatFloat(float64(time.Now().UnixMicro())/1e6, 'f', 6, 64)
 			v, err := guideScript.Run(ctx, rdb, []string{key(caller)}, limit, 1, interval, now).Int64Slice()
@@ -274,14 +278,16 @@ func measureMemory(ctx context.Context, rdb *redis.Client, s subject, callers []
 				return 0, 0, fmt.Errorf("request %d of %s denied while filling its key", i+1, c)
 			}
 			if i == 0 || i == limit-1 {
-				bytes, err := rdb.MemoryUsage(ctx, s.key(c), 0).Result()
-				if err != nil {
-					return 0, 0, fmt.Errorf("MEMORY USAGE %s: %w", s.key(c), err)
-				}
-				if i == 0 {
-					after1 += float64(bytes)
-				} else {
-					afterLimit += float64(bytes)
+				for _, k := range s.keys(c) {
+					bytes, err := rdb.MemoryUsage(ctx, k, 0).Result()
+					if err != nil {
+						return 0, 0, fmt.Errorf("MEMORY USAGE %s: %w", k, err)
+					}
+					if i == 0 {
+						after1 += float64(bytes)
+					} else {
+						afterLimit += float64(bytes)
+					}
 				}
 			}
 		}
@@ -384,7 +390,7 @@ func parseCommandStat(v string) (calls, usec int64, err error) {
 func deleteKeys(ctx context.Context, rdb *redis.Client, s subject, callers []string) error {
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range callers {
-			p.Del(ctx, s.key(c))
+			p.Del(ctx, s.keys(c)...)
 		}
 		return nil
 	})
