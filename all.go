@@ -189,6 +189,16 @@ func (s Spec) Join(parts []Result) Result {
 	return res
 }
 
+// StateName is the name under which stores keep a key's state for the
+// Spec: its Name, or "" when that is its algorithm's own. Limiters whose
+// policies share an algorithm and a StateName share the state of a key.
+func (s *Spec) StateName() string {
+	if s.Name == s.Algorithm {
+		return ""
+	}
+	return s.Name
+}
+
 // SpecKey is a comparable identity of a Spec, for stores that cache by
 // Spec: equal Specs have equal SpecKeys, except that All Specs are equal
 // only if they share their Parts, as the Specs of one Limiter do.

@@ -69,17 +69,9 @@ type entry struct {
 	next            *entry
 }
 
-// policyName is the name under which spec keeps its state.
-func policyName(spec *ratekeeper.Spec) string {
-	if spec.Name == spec.Algorithm {
-		return ""
-	}
-	return spec.Name
-}
-
 // find returns key's entry for spec's policy, or nil.
 func (sh *shard) find(key string, spec *ratekeeper.Spec) *entry {
-	name := policyName(spec)
+	name := spec.StateName()
 	for e := sh.entries[key]; e != nil; e = e.next {
 		if e.algorithm == spec.Algorithm && e.name == name {
 			return e
@@ -91,7 +83,7 @@ func (sh *shard) find(key string, spec *ratekeeper.Spec) *entry {
 // add inserts a new entry for spec's policy of key. sh.mu is held.
 func (s *Store) add(sh *shard, key string, spec *ratekeeper.Spec, st ratekeeper.State, now, expires int64) {
 	s.makeRoom(sh, now)
-	sh.entries[key] = &entry{algorithm: spec.Algorithm, name: policyName(spec), state: st, expires: expires, next: sh.entries[key]}
+	sh.entries[key] = &entry{algorithm: spec.Algorithm, name: spec.StateName(), state: st, expires: expires, next: sh.entries[key]}
 	sh.n++
 }
 

@@ -342,12 +342,12 @@ func (s *Store) keys(key string, spec *ratekeeper.Spec) []string {
 }
 
 // stateKey is the key of one policy's state: the caller's tag, the
-// algorithm, and the policy's name unless it is the algorithm's own.
+// algorithm, and the policy's StateName, if any.
 func stateKey(tag string, spec *ratekeeper.Spec) string {
-	if spec.Name == spec.Algorithm || spec.Name == "" {
-		return tag + algorithms[spec.Algorithm].suffix
+	if name := spec.StateName(); name != "" {
+		return tag + algorithms[spec.Algorithm].suffix + ":" + name
 	}
-	return tag + algorithms[spec.Algorithm].suffix + ":" + spec.Name
+	return tag + algorithms[spec.Algorithm].suffix
 }
 
 // escapeBraces keeps a caller's key from closing the hash tag early (or
