@@ -20,7 +20,8 @@ type call struct {
 	// ctx bounds a call sent alone until go-redis sends it (see
 	// Store.Decide); a batch serves many callers, and ignores it.
 	ctx context.Context
-	// Written by the batch before done is closed.
+	// Written before done is closed; done is nil for a call that runs on
+	// its caller's goroutine.
 	reply any
 	err   error
 	done  chan struct{}
@@ -42,28 +43,31 @@ type pipeliner struct {
 	spare  []*call // the previous queue's array, for reuse
 }
 
-// submit sends c at once, alone, when fewer than maxFlying round trips
-// are in flight; else it queues c for the next batch. With inline, a call
-// sent at once runs on the caller's goroutine (see Store.Decide); submit
-// then returns when it is done.
-func (p *pipeliner) submit(ctx context.Context, c *call, inline bool) {
+// do sends c at once, alone, when fewer than maxFlying round trips are in
+// flight; else it queues c for the next batch. It returns c's reply, or
+// ctx's error if ctx ends first. A call sent at once runs on the caller's
+// goroutine when inline, else on a goroutine of its own (see
+// Store.inline).
+func (p *pipeliner) do(ctx context.Context, c *call, inline bool) (any, error) {
 	p.mu.Lock()
 	if p.flying >= maxFlying {
+		c.done = make(chan struct{})
 		p.queue = append(p.queue, c)
 		p.mu.Unlock()
-		return
+		return c.wait(ctx)
 	}
 	p.flying++
 	p.mu.Unlock()
 	if !inline {
+		c.done = make(chan struct{})
 		go p.flush([]*call{c})
-		return
+		return c.wait(ctx)
 	}
 	c.run(ctx, p.client)
-	close(c.done)
 	if batch := p.next(); batch != nil {
 		go p.flush(batch)
 	}
+	return c.reply, c.err
 }
 
 // next takes the queued calls, or marks the pipeliner idle if there are

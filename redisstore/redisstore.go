@@ -211,18 +211,15 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 			return res, nil
 		}
 	}
-	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx, done: make(chan struct{})}
-	// A call waits on a goroutine of its own only when it must be able to
-	// give up at ctx's end and go-redis would not: a handoff costs more
-	// than the rest of the client's work.
-	inline := ctx.Done() == nil || s.contextTimeouts
-	switch {
-	case s.pipeliner != nil:
-		s.pipeliner.submit(ctx, c, inline)
-	case inline:
+	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx}
+	var reply any
+	if inline := s.inline(ctx); s.pipeliner != nil {
+		reply, err = s.pipeliner.do(ctx, c, inline)
+	} else if inline {
 		c.run(ctx, s.client)
-		close(c.done)
-	default:
+		reply, err = c.reply, c.err
+	} else {
+		c.done = make(chan struct{})
 		go func() {
 			// go-redis still watches ctx until the command is sent (for
 			// a connection, a dial): a call whose caller gave up by then
@@ -230,8 +227,8 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 			c.run(ctx, s.client)
 			close(c.done)
 		}()
+		reply, err = c.wait(ctx)
 	}
-	reply, err := c.wait(ctx)
 	if err != nil {
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
 	}
@@ -240,6 +237,21 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		s.denies.remember(&spec, key, n, sent, res)
 	}
 	return res, err
+}
+
+// inline reports whether a call can run on its caller's goroutine and
+// still end by ctx's end. If not, it is handed off to a goroutine of its
+// own, and waited for until ctx ends. go-redis bounds a call by ctx's
+// deadline only with ContextTimeoutEnabled (and never by a cancellation
+// once the command is sent), else by its own timeouts. A hand-off costs
+// more than the rest of the client's work (it wakes another thread
+// twice), so it is made only when needed.
+func (s *Store) inline(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return true
+	}
+	_, deadline := ctx.Deadline()
+	return deadline && s.contextTimeouts
 }
 
 // scriptOf returns the script that decides for spec, or an error for an
