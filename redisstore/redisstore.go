@@ -65,7 +65,7 @@ func newAlgorithm(index, params int, suffix, function string, helpers ...string)
 	var call strings.Builder
 	fmt.Fprintf(&call, "return {%s(KEYS[1], n > 0", function)
 	for i := range params {
-		fmt.Fprintf(&call, ", tonumber(ARGV[%d])", 4+i)
+		fmt.Fprintf(&call, ", ARGV[%d] + 0", 4+i)
 	}
 	call.WriteString(")}\n")
 	src := luaSource(append(append([]string{"lib"}, helpers...), function)...) + call.String()

@@ -12,8 +12,8 @@ local function decide(take)
   local out, allowed = {}, true
   for i = 1, #KEYS do
     local at = 4 * i
-    local a, r, t, z = algorithms[tonumber(ARGV[at])](KEYS[i], take,
-      tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]))
+    local a, r, t, z = algorithms[ARGV[at] + 0](KEYS[i], take,
+      ARGV[at + 1] + 0, ARGV[at + 2] + 0, ARGV[at + 3] + 0)
     out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
     allowed = allowed and a == 1
   end

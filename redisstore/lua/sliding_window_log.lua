@@ -29,10 +29,10 @@ local function sliding_window_log(key, take, limit, window)
   local retry_after, reset_after = 0, 0
   if allowed == 0 then -- until enough of the oldest entries have left
     local k = count + need - limit
-    retry_after = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + window - now
+    retry_after = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2] + window - now
   end
   if count > 0 then
-    reset_after = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + window - now
+    reset_after = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + window - now
     if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
   end
   return allowed, (limit - count) * 1000000, retry_after, reset_after
