@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
-// With 16 keys the store has one shard and samples all of it, so it always
+// With 16 keys the store samples all of them, so it always
 // evicts the key whose state would be full first. That key is neither the
 // oldest nor the least recently used one here.
 func TestEvictsKeyFullFirst(t *testing.T) {
@@ -318,9 +319,10 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 // One key used under policies of different algorithms keeps a state for
-// each.
+// each, and counts as one key. Resetting it under one policy leaves the
+// others' states be.
 func TestAlgorithmsKeepSeparateState(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, memstore.WithClock(newClock().Now)) // nothing refills
 	ctx := context.Background()
 	var lims []*ratekeeper.Limiter
 	algorithms := map[string]bool{}
@@ -342,7 +344,90 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 			wantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm, alg), res, err, true, 3)
 		}
 	}
-	if s.Len() != len(policies) {
-		t.Errorf("Len() = %d, want one key per algorithm: %d", s.Len(), len(policies))
+	if s.Len() != 1 {
+		t.Errorf("Len() = %d, want 1: one key, whatever its policies", s.Len())
+	}
+	// The first policy used, then the last, then the others.
+	order := append([]*ratekeeper.Limiter{lims[0], lims[len(lims)-1]}, lims[1:len(lims)-1]...)
+	for i, lim := range order {
+		if err := lim.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		for j, other := range order {
+			res, err := other.Peek(ctx, "k")
+			what := fmt.Sprintf("%s: Peek after %d resets", other.Spec().Algorithm, i+1)
+			if j <= i {
+				wantResult(t, what, res, err, true, 3)
+			} else {
+				wantResult(t, what, res, err, false, 0)
+			}
+		}
+		if want := min(1, len(order)-1-i); s.Len() != want {
+			t.Errorf("Len() = %d after %d resets, want %d", s.Len(), i+1, want)
+		}
+	}
+}
+
+// Deciders on one key, run while other keys come and go (inserted,
+// evicted, reset and swept, which grows and shrinks the tables that
+// decisions read without a lock), still admit exactly its limit.
+func TestChurnKeepsKeyExact(t *testing.T) {
+	const limit, workers = 20_000, 8
+	s := newStore(t, memstore.WithMaxKeys(2048)) // tens of keys per table
+	hot := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: limit, RefillRate: 1, RefillInterval: time.Hour})
+	// Keys full again 10ms after their request, far sooner than hot: they
+	// fill the store, and are evicted or swept, never hot.
+	churn := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 10 * time.Millisecond})
+	ctx := context.Background()
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	sweeper := make(chan struct{})
+	go func() {
+		defer close(sweeper)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				s.Sweep()
+				if n := s.Len(); n > s.MaxKeys() {
+					t.Errorf("Len() = %d, above MaxKeys() = %d", n, s.MaxKeys())
+				}
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				res, err := hot.Allow(ctx, "hot")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Allowed {
+					return
+				}
+				admitted.Add(1)
+				key := fmt.Sprint("churn", w, "-", i)
+				if _, err := churn.Allow(ctx, key); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					if err := churn.Reset(ctx, key); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-sweeper
+	if n := admitted.Load(); n != limit {
+		t.Errorf("admitted %d requests on a key limited to %d", n, limit)
 	}
 }
