@@ -13,6 +13,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
 	"slices"
@@ -318,11 +319,18 @@ func (s *Store) micros() int64 {
 // because the store was full.
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
-// Decide runs spec's model for key under the key's lock.
+// Decide runs spec's model for key under the key's lock. A cost outside 0
+// to spec.MaxCost, which a Limiter never passes on, is an error wrapping
+// ratekeeper.ErrInvalidCost.
 func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
 	v, err := s.validate(&spec)
 	if err != nil {
 		return ratekeeper.Result{}, err
+	}
+	if n < 0 || n > spec.MaxCost {
+		// The models assume this range: out of it they may panic, or
+		// admit more than the limit.
+		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost)
 	}
 	now := s.micros()
 	h := s.hash(key)

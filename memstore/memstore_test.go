@@ -2,7 +2,9 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"sync"
@@ -429,5 +431,24 @@ func TestChurnKeepsKeyExact(t *testing.T) {
 	<-sweeper
 	if n := admitted.Load(); n != limit {
 		t.Errorf("admitted %d requests on a key limited to %d", n, limit)
+	}
+}
+
+// Decide rejects a cost out of range, which no Limiter passes on, rather
+// than panic, or run the model on it and corrupt the key's state.
+func TestDecideRejectsInvalidCost(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, p := range append(policies, ratekeeper.All(policies...)) {
+		lim := newLimiter(t, s, p)
+		spec := lim.Spec()
+		for _, n := range []int64{-1, spec.MaxCost + 1, math.MinInt64, math.MaxInt64} {
+			res, err := s.Decide(ctx, "k", spec, n)
+			if !errors.Is(err, ratekeeper.ErrInvalidCost) {
+				t.Errorf("%s: Decide(%d) = %+v, %v; want an error matching ErrInvalidCost", spec.Algorithm, n, res, err)
+			}
+		}
+		res, err := lim.Peek(ctx, "k")
+		wantResult(t, spec.Algorithm+": Peek after invalid costs", res, err, true, 3)
 	}
 }
