@@ -92,30 +92,39 @@ func policyOf(spec *ratekeeper.Spec) unique.Handle[policy] {
 	return unique.Make(policy{spec.Algorithm, spec.StateName()})
 }
 
-// validSpec is a Spec that passed Validate, as ratekeeper.SpecKey
-// identifies it, and the policies its states are kept under: for an All,
-// one per part.
+// validSpec is a Spec that passed Validate, with a copy of its Parts, and
+// the policies its states are kept under: for an All, one per part.
 type validSpec struct {
-	algorithm, name string
-	limit, maxCost  int64
-	window          time.Duration
-	params          [4]int64
-	parts           *ratekeeper.Spec
-	nparts          int
-	policies        [ratekeeper.MaxParts]unique.Handle[policy]
+	spec     ratekeeper.Spec
+	policies [ratekeeper.MaxParts]unique.Handle[policy]
 }
 
-// is reports whether spec has v's SpecKey. It compares the fields in
-// place: building a SpecKey to compare takes several times as long.
+// is reports whether spec equals v's Spec, Parts included: a Spec is
+// validated anew if its Parts changed in place, so that no model ever
+// runs on a Spec that failed Validate. It compares the fields in place:
+// building a ratekeeper.SpecKey to compare takes several times as long.
 func (v *validSpec) is(spec *ratekeeper.Spec) bool {
-	return v.params == spec.Params && v.limit == spec.Limit && v.maxCost == spec.MaxCost &&
-		v.window == spec.Window && v.nparts == len(spec.Parts) &&
-		(v.nparts == 0 || v.parts == &spec.Parts[0]) &&
-		v.algorithm == spec.Algorithm && v.name == spec.Name
+	if !sameFields(&v.spec, spec) {
+		return false
+	}
+	for i := range spec.Parts {
+		if !sameFields(&v.spec.Parts[i], &spec.Parts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFields reports whether a and b are equal but for the contents of
+// their Parts.
+func sameFields(a, b *ratekeeper.Spec) bool {
+	return a.Params == b.Params && a.Limit == b.Limit && a.MaxCost == b.MaxCost &&
+		a.Window == b.Window && len(a.Parts) == len(b.Parts) &&
+		a.Algorithm == b.Algorithm && a.Name == b.Name
 }
 
 // specFields lists the fields of ratekeeper.Spec: the conversion below
-// stops compiling when Spec changes, and validSpec.is must follow.
+// stops compiling when Spec changes, and sameFields must follow.
 type specFields struct {
 	Algorithm string
 	Name      string
@@ -334,8 +343,8 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 	}
 	now := s.micros()
 	h := s.hash(key)
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		return s.decideAll(key, h, &spec, v, now, n), nil
+	if len(spec.Parts) > 0 { // an All: its validated copy, Parts and all
+		return s.decideAll(key, h, &v.spec, v, now, n), nil
 	}
 	// Here the common case, a key with a state under spec; the others in
 	// decide.
@@ -578,21 +587,17 @@ func (s *Store) validate(spec *ratekeeper.Spec) (*validSpec, error) {
 
 // validateNew validates a Spec not seen lately, and remembers it.
 func (s *Store) validateNew(spec *ratekeeper.Spec) (*validSpec, error) {
-	if err := spec.Validate(); err != nil {
+	v := &validSpec{spec: *spec}
+	v.spec.Parts = slices.Clone(spec.Parts) // the caller's may change
+	if err := v.spec.Validate(); err != nil {
 		return nil, err
 	}
-	v := &validSpec{
-		algorithm: spec.Algorithm, name: spec.Name,
-		limit: spec.Limit, maxCost: spec.MaxCost, window: spec.Window,
-		params: spec.Params, nparts: len(spec.Parts),
-	}
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		v.parts = &spec.Parts[0] // an All is known by its Parts
-		for i := range spec.Parts {
-			v.policies[i] = policyOf(&spec.Parts[i])
+	if v.spec.Algorithm == ratekeeper.AlgorithmAll {
+		for i := range v.spec.Parts {
+			v.policies[i] = policyOf(&v.spec.Parts[i])
 		}
 	} else {
-		v.policies[0] = policyOf(spec)
+		v.policies[0] = policyOf(&v.spec)
 	}
 	s.validated[s.nextValid.Add(1)%uint32(len(s.validated))].Store(v)
 	return v, nil

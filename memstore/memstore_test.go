@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -450,5 +451,33 @@ func TestDecideRejectsInvalidCost(t *testing.T) {
 		}
 		res, err := lim.Peek(ctx, "k")
 		wantResult(t, spec.Algorithm+": Peek after invalid costs", res, err, true, 3)
+	}
+}
+
+// Decide runs only what it validated: an All Spec whose Parts changed in
+// place since its last decision is validated anew, and keeps its states
+// under the parts' new names.
+func TestDecideValidatesChangedParts(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	lim := newLimiter(t, s, ratekeeper.All(
+		ratekeeper.Named("a", ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: time.Hour}),
+		ratekeeper.Named("b", ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 3})))
+	spec := lim.Spec()
+	spec.Parts = slices.Clone(spec.Parts) // the Limiter's own stay as they are
+	res, err := s.Decide(ctx, "k", spec, 1)
+	wantResult(t, "Decide", res, err, true, 2)
+
+	spec.Parts[0].Name = "c"
+	res, err = s.Decide(ctx, "k", spec, 1)
+	if err != nil || res.Parts[0].Policy != "c" || res.Parts[0].Remaining != 2 || res.Parts[1].Remaining != 1 {
+		t.Errorf("Decide after renaming part a to c = %+v, %v; want c fresh (2 left) and b at 1", res, err)
+	}
+
+	spec.Parts[1].Algorithm = "no such algorithm"
+	for _, key := range []string{"k", "new"} {
+		if res, err := s.Decide(ctx, key, spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Decide on %s with an invalid part = %+v, %v; want an error matching ErrInvalidPolicy", key, res, err)
+		}
 	}
 }
