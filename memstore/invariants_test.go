@@ -144,7 +144,7 @@ func TestInvariantsUnderChurn(t *testing.T) {
 	s.checkInvariants(t)
 }
 
-// The layout that entry's comment describes.
+// The layout that entry's and table's comments describe.
 func TestLayout(t *testing.T) {
 	var e entry
 	if n := unsafe.Sizeof(e); n > 128 || n <= 112 {
@@ -154,5 +154,10 @@ func TestLayout(t *testing.T) {
 	// two words of state.
 	if end := unsafe.Offsetof(e.first) + unsafe.Offsetof(e.first.state) + 24; end > 64 {
 		t.Errorf("the first two words of the first slot's state end at byte %d, want 64 at most", end)
+	}
+	var tb table
+	if unsafe.Sizeof(tb) != 128 || unsafe.Offsetof(tb.used) != 64 {
+		t.Errorf("a table takes %d bytes, its counts start at %d: want 128 and 64",
+			unsafe.Sizeof(tb), unsafe.Offsetof(tb.used))
 	}
 }

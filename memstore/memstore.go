@@ -689,8 +689,12 @@ func (s *Store) Sweep() {
 // less often.
 type table struct {
 	buckets []bucket // never all used
-	used    int      // buckets with a hash: live and tombstones
-	live    int
+	// Every insertion and removal writes the counts: they keep off the
+	// cache line of buckets, which every lookup reads.
+	_    [64 - 24]byte
+	used int // buckets with a hash: live and tombstones
+	live int
+	_    [64 - 16]byte
 }
 
 type bucket struct {
