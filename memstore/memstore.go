@@ -341,7 +341,7 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		// admit more than the limit.
 		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost)
 	}
-	now := s.micros()
+	now := s.micros() // before any lock: the clock is the slowest step
 	h := s.hash(key)
 	if len(spec.Parts) > 0 { // an All: its validated copy, Parts and all
 		return s.decideAll(key, h, &v.spec, v, now, n), nil
@@ -599,7 +599,7 @@ func (s *Store) validateNew(spec *ratekeeper.Spec) (*validSpec, error) {
 	} else {
 		v.policies[0] = policyOf(&v.spec)
 	}
-	s.validated[s.nextValid.Add(1)%uint32(len(s.validated))].Store(v)
+	s.validated[(s.nextValid.Add(1)-1)%uint32(len(s.validated))].Store(v) // the first in the first slot, checked first
 	return v, nil
 }
 
