@@ -382,7 +382,7 @@ func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Han
 			}
 			e = &entry{key: key}
 			e.add(slot{p, now + res.ResetAfter.Microseconds(), st})
-			if s.insert(e, h, now) {
+			if s.insert(e, h) {
 				return res
 			}
 			continue // the key came in meanwhile: decide on its state
@@ -433,7 +433,7 @@ func (s *Store) decideAll(key string, h uint64, spec *ratekeeper.Spec, v *validS
 			for i := range spec.Parts {
 				e.add(slot{v.policies[i], now + res.Parts[i].ResetAfter.Microseconds(), states[i]})
 			}
-			if s.insert(e, h, now) {
+			if s.insert(e, h) {
 				return res
 			}
 			continue
@@ -487,7 +487,7 @@ func (e *entry) decideAll(spec *ratekeeper.Spec, v *validSpec, now, n int64) rat
 // insert adds e, a new entry for a key of hash h, unless the key is held
 // already, evicting a key if the store is full. It reports whether it
 // added e.
-func (s *Store) insert(e *entry, h uint64, now int64) bool {
+func (s *Store) insert(e *entry, h uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Keys come and go only under s.mu: the key stays absent until e is
@@ -496,7 +496,9 @@ func (s *Store) insert(e *entry, h uint64, now int64) bool {
 		return false
 	}
 	if len(s.entries) >= s.maxKeys {
-		s.evict(now)
+		// The time now, not the decision's: the wait for s.mu may have
+		// let a sampled key expire, and an expired key is no eviction.
+		s.evict(s.micros())
 	}
 	e.index = len(s.entries)
 	s.entries = append(s.entries, held{e, e.expires()})

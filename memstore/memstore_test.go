@@ -481,3 +481,36 @@ func TestDecideValidatesChangedParts(t *testing.T) {
 		}
 	}
 }
+
+// A key that expired by the time a new key evicts it is not counted as an
+// eviction, even if it had not expired when the new key's decision read
+// the clock (it waits for the store's lock in between).
+func TestEvictionsCountsOnlyLiveKeys(t *testing.T) {
+	clock := newClock()
+	var reads atomic.Int64
+	var slowed atomic.Bool
+	now := func() time.Time {
+		reads.Add(1)
+		t := clock.Now()
+		if slowed.Load() {
+			// Each read comes 2ms after the one before.
+			clock.Advance(2 * time.Millisecond)
+		}
+		return t
+	}
+	s := newStore(t, memstore.WithMaxKeys(1), memstore.WithClock(now))
+	lim := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 3 * time.Millisecond})
+	ctx := context.Background()
+	res, err := lim.Allow(ctx, "a") // full again 3ms later
+	wantResult(t, "Allow on a", res, err, true, 0)
+	clock.Advance(2 * time.Millisecond)
+	slowed.Store(true)
+	// b's decision reads the clock 1ms before a is full again; when b
+	// evicts a, 1ms after it.
+	res, err = lim.Allow(ctx, "b")
+	wantResult(t, "Allow on b", res, err, true, 0)
+	if s.Len() != 1 || s.Evictions() != 0 {
+		t.Errorf("Len() = %d, Evictions() = %d after a new key replaced an expired one; want 1, 0 (clock read %d times)",
+			s.Len(), s.Evictions(), reads.Load())
+	}
+}
