@@ -33,8 +33,8 @@ func TestCardinality(t *testing.T) {
 		t.Fatalf("MaxKeys() = %d, below the %d asked for", s.MaxKeys(), bound)
 	}
 	// Keys go through in two rounds, each spread over the CPUs: up to
-	// twice the bound, when the store is full and every shard has evicted
-	// already, then the rest. Meanwhile the bound is checked.
+	// twice the bound, when the store is full and has evicted already,
+	// then the rest. Meanwhile the bound is checked.
 	run := func(from, to int) {
 		var wg, checker sync.WaitGroup
 		done := make(chan struct{})

@@ -56,7 +56,7 @@ func ExampleWithMaxKeys() {
 	fmt.Println("within bound:", store.Len() <= store.MaxKeys())
 	fmt.Println("evicted:", store.Evictions() > 0)
 	// Output:
-	// bound: 1024
+	// bound: 1000
 	// within bound: true
 	// evicted: true
 }

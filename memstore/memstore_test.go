@@ -2,9 +2,13 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,7 +94,7 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
-// With 16 keys the store has one shard and samples all of it, so it always
+// With 16 keys the store samples all of them, so it always
 // evicts the key whose state would be full first. That key is neither the
 // oldest nor the least recently used one here.
 func TestEvictsKeyFullFirst(t *testing.T) {
@@ -318,9 +322,10 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 // One key used under policies of different algorithms keeps a state for
-// each.
+// each, and counts as one key. Resetting it under one policy leaves the
+// others' states be.
 func TestAlgorithmsKeepSeparateState(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, memstore.WithClock(newClock().Now)) // nothing refills
 	ctx := context.Background()
 	var lims []*ratekeeper.Limiter
 	algorithms := map[string]bool{}
@@ -342,7 +347,170 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 			wantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm, alg), res, err, true, 3)
 		}
 	}
-	if s.Len() != len(policies) {
-		t.Errorf("Len() = %d, want one key per algorithm: %d", s.Len(), len(policies))
+	if s.Len() != 1 {
+		t.Errorf("Len() = %d, want 1: one key, whatever its policies", s.Len())
+	}
+	// The first policy used, then the last, then the others.
+	order := append([]*ratekeeper.Limiter{lims[0], lims[len(lims)-1]}, lims[1:len(lims)-1]...)
+	for i, lim := range order {
+		if err := lim.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		for j, other := range order {
+			res, err := other.Peek(ctx, "k")
+			what := fmt.Sprintf("%s: Peek after %d resets", other.Spec().Algorithm, i+1)
+			if j <= i {
+				wantResult(t, what, res, err, true, 3)
+			} else {
+				wantResult(t, what, res, err, false, 0)
+			}
+		}
+		if want := min(1, len(order)-1-i); s.Len() != want {
+			t.Errorf("Len() = %d after %d resets, want %d", s.Len(), i+1, want)
+		}
+	}
+}
+
+// Deciders on one key, run while other keys come and go (inserted,
+// evicted, reset and swept, which grows and shrinks the tables that
+// decisions read without a lock), still admit exactly its limit.
+func TestChurnKeepsKeyExact(t *testing.T) {
+	const limit, workers = 20_000, 8
+	s := newStore(t, memstore.WithMaxKeys(2048)) // tens of keys per table
+	hot := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: limit, RefillRate: 1, RefillInterval: time.Hour})
+	// Keys full again 10ms after their request, far sooner than hot: they
+	// fill the store, and are evicted or swept, never hot.
+	churn := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 10 * time.Millisecond})
+	ctx := context.Background()
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	sweeper := make(chan struct{})
+	go func() {
+		defer close(sweeper)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				s.Sweep()
+				if n := s.Len(); n > s.MaxKeys() {
+					t.Errorf("Len() = %d, above MaxKeys() = %d", n, s.MaxKeys())
+				}
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				res, err := hot.Allow(ctx, "hot")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !res.Allowed {
+					return
+				}
+				admitted.Add(1)
+				key := fmt.Sprint("churn", w, "-", i)
+				if _, err := churn.Allow(ctx, key); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					if err := churn.Reset(ctx, key); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	<-sweeper
+	if n := admitted.Load(); n != limit {
+		t.Errorf("admitted %d requests on a key limited to %d", n, limit)
+	}
+}
+
+// Decide rejects a cost out of range, which no Limiter passes on, rather
+// than panic, or run the model on it and corrupt the key's state.
+func TestDecideRejectsInvalidCost(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, p := range append(policies, ratekeeper.All(policies...)) {
+		lim := newLimiter(t, s, p)
+		spec := lim.Spec()
+		for _, n := range []int64{-1, spec.MaxCost + 1, math.MinInt64, math.MaxInt64} {
+			res, err := s.Decide(ctx, "k", spec, n)
+			if !errors.Is(err, ratekeeper.ErrInvalidCost) {
+				t.Errorf("%s: Decide(%d) = %+v, %v; want an error matching ErrInvalidCost", spec.Algorithm, n, res, err)
+			}
+		}
+		res, err := lim.Peek(ctx, "k")
+		wantResult(t, spec.Algorithm+": Peek after invalid costs", res, err, true, 3)
+	}
+}
+
+// Decide runs only what it validated: an All Spec whose Parts changed in
+// place since its last decision is validated anew, and keeps its states
+// under the parts' new names.
+func TestDecideValidatesChangedParts(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	lim := newLimiter(t, s, ratekeeper.All(
+		ratekeeper.Named("a", ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: time.Hour}),
+		ratekeeper.Named("b", ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 3})))
+	spec := lim.Spec()
+	spec.Parts = slices.Clone(spec.Parts) // the Limiter's own stay as they are
+	res, err := s.Decide(ctx, "k", spec, 1)
+	wantResult(t, "Decide", res, err, true, 2)
+
+	spec.Parts[0].Name = "c"
+	res, err = s.Decide(ctx, "k", spec, 1)
+	if err != nil || res.Parts[0].Policy != "c" || res.Parts[0].Remaining != 2 || res.Parts[1].Remaining != 1 {
+		t.Errorf("Decide after renaming part a to c = %+v, %v; want c fresh (2 left) and b at 1", res, err)
+	}
+
+	spec.Parts[1].Algorithm = "no such algorithm"
+	for _, key := range []string{"k", "new"} {
+		if res, err := s.Decide(ctx, key, spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Decide on %s with an invalid part = %+v, %v; want an error matching ErrInvalidPolicy", key, res, err)
+		}
+	}
+}
+
+// A key that expired by the time a new key evicts it is not counted as an
+// eviction, even if it had not expired when the new key's decision read
+// the clock (it waits for the store's lock in between).
+func TestEvictionsCountsOnlyLiveKeys(t *testing.T) {
+	clock := newClock()
+	var reads atomic.Int64
+	var slowed atomic.Bool
+	now := func() time.Time {
+		reads.Add(1)
+		t := clock.Now()
+		if slowed.Load() {
+			// Each read comes 2ms after the one before.
+			clock.Advance(2 * time.Millisecond)
+		}
+		return t
+	}
+	s := newStore(t, memstore.WithMaxKeys(1), memstore.WithClock(now))
+	lim := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 3 * time.Millisecond})
+	ctx := context.Background()
+	res, err := lim.Allow(ctx, "a") // full again 3ms later
+	wantResult(t, "Allow on a", res, err, true, 0)
+	clock.Advance(2 * time.Millisecond)
+	slowed.Store(true)
+	// b's decision reads the clock 1ms before a is full again; when b
+	// evicts a, 1ms after it.
+	res, err = lim.Allow(ctx, "b")
+	wantResult(t, "Allow on b", res, err, true, 0)
+	if s.Len() != 1 || s.Evictions() != 0 {
+		t.Errorf("Len() = %d, Evictions() = %d after a new key replaced an expired one; want 1, 0 (clock read %d times)",
+			s.Len(), s.Evictions(), reads.Load())
 	}
 }
