@@ -1,11 +1,71 @@
 -- Token bucket; the model is ratekeeper's tokenbucket.go.
--- key holds "<tokens in millionths>:<time of the last refill step, µs>".
--- Parameters: capacity (millionths), refill rate (millionths per
--- interval), refill interval (µs).
+-- key holds tokens (in millionths) and last, the time (µs) of the last
+-- refill step. Parameters: capacity (millionths), refill rate (millionths
+-- per interval), refill interval (µs).
+--
+-- A bucket whose capacity, rate and tokens are whole tokens keeps them in
+-- one decimal integer, which Redis stores inside the value's object
+-- header instead of as a string. Its digits are those of tokens/10^6 + 1
+-- (never a leading zero), then last mod W in exactly k digits, then the
+-- digit k - 10, with W = 10^k µs and k = 17 - (digits of capacity/10^6 +
+-- 1): at most 18 digits, within a signed 64-bit integer. It is written
+-- when k >= 11 (W of 27.8 hours or more) and the bucket fills in at most
+-- W/4; any other state is the string "<tokens>:<last>". The value says
+-- which format it is in and its k, so either decodes whatever the
+-- parameters are now.
+--
+-- Decoding takes last as the time congruent to last mod W in
+-- [now - W/2, now + W/2), which is exact while last lies there. A key
+-- outlives its last refill step by at most its writer's fill time (<= W/4)
+-- plus the expiry's slack, on Redis's clock: with the server's clock,
+-- now - last stays below W/4 + 2 ms. With a supplied clock, a reader
+-- about W/4 - 1 s ahead of the writer's clock (7 hours at W's least), or
+-- W/2 behind it, could misplace last by a multiple of W. Decoding is exact:
+-- each operand and result is an integer below 2^53 in magnitude, save
+-- W = 10^16, which is exact as a double.
+
+local tb_windows = {1e11, 1e12, 1e13, 1e14, 1e15, 1e16} -- W by k - 10
+
+-- tb_decode returns tokens and last of a stored value, or nil for
+-- anything malformed, which then counts as a fresh key.
+local function tb_decode(v)
+  if not v then return nil end
+  if string.find(v, ':', 1, true) then return decode(v, 2) end
+  if not string.match(v, '^[1-9]%d+$') then return nil end
+  local len = #v
+  local k = tonumber(string.sub(v, len)) + 10
+  local w = tb_windows[k - 10]
+  if not w or len < k + 2 or len > 18 then return nil end
+  local hi = tonumber(string.sub(v, 1, len - k - 1))
+  local lo = tonumber(string.sub(v, len - k, len - 1))
+  local big = 9007199254740992
+  if lo >= big then return nil end -- only 16 digits can reach it
+  local d = lo - now % w
+  if d >= w / 2 then
+    d = d - w
+  elseif d < -w / 2 then
+    d = d + w
+  end
+  local last = now + d
+  if last < 0 or last >= big then return nil end
+  return (hi - 1) * 1000000, last
+end
+
+-- tb_encode returns the value that stores tokens and last.
+local function tb_encode(tokens, last, capacity, rate, interval)
+  if capacity % 1000000 == 0 and rate % 1000000 == 0 and tokens % 1000000 == 0 then
+    local k = 17 - #string.format('%d', capacity / 1000000 + 1)
+    local w = tb_windows[k - 10]
+    if w and math.ceil(capacity / rate) * interval <= w / 4 then
+      return string.format('%d%0' .. k .. 'd%d', tokens / 1000000 + 1, last % w, k - 10)
+    end
+  end
+  return string.format('%d:%d', tokens, last)
+end
 
 local function token_bucket(key, take, capacity, rate, interval)
   local tokens, last = capacity, now
-  local t, l = decode(redis.call('GET', key), 2)
+  local t, l = tb_decode(redis.call('GET', key))
   if t then
     tokens, last = t, l
     if now > last then
@@ -37,7 +97,7 @@ local function token_bucket(key, take, capacity, rate, interval)
   end
   if allowed == 1 and take then
     -- Expire when full again: from then on a missing key decides the same.
-    redis.call('SET', key, string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
+    redis.call('SET', key, tb_encode(tokens, last, capacity, rate, interval), 'PX', math.ceil(reset_after / 1000) + slack)
   end
   return allowed, tokens, retry_after, reset_after
 end
