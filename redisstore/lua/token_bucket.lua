@@ -3,16 +3,15 @@
 -- refill step. Parameters: capacity (millionths), refill rate (millionths
 -- per interval), refill interval (µs).
 --
--- A bucket whose capacity, rate and tokens are whole tokens keeps them in
--- one decimal integer, which Redis stores inside the value's object
--- header instead of as a string. Its digits are those of tokens/10^6 + 1
--- (never a leading zero), then last mod W in exactly k digits, then the
--- digit k - 10, with W = 10^k µs and k = 17 - (digits of capacity/10^6 +
--- 1): at most 18 digits, within a signed 64-bit integer. It is written
--- when k >= 11 (W of 27.8 hours or more) and the bucket fills in at most
--- W/4; any other state is the string "<tokens>:<last>". The value says
--- which format it is in and its k, so either decodes whatever the
--- parameters are now.
+-- When capacity, rate and tokens are whole tokens, the state is one
+-- decimal integer, which Redis keeps inside the value's object header
+-- rather than as a string: the digits of tokens/10^6 + 1 (never a leading
+-- zero), then last mod W in exactly k digits, then the digit k - 10, with
+-- W = 10^k µs and k = 17 - (digits of capacity/10^6 + 1). That is at most
+-- 18 digits, within a signed 64-bit integer. It is written when k >= 11
+-- (W of 27.8 hours or more) and the bucket fills in at most W/4; any other
+-- state is the string "<tokens>:<last>". The value says which format it
+-- is in and its k, so either decodes whatever the parameters are now.
 --
 -- Decoding takes last as the time congruent to last mod W in
 -- [now - W/2, now + W/2), which is exact while last lies there. A key
@@ -24,19 +23,16 @@
 -- each operand and result is an integer below 2^53 in magnitude, save
 -- W = 10^16, which is exact as a double.
 
-local tb_windows = {1e11, 1e12, 1e13, 1e14, 1e15, 1e16} -- W by k - 10
-
 -- tb_decode returns tokens and last of a stored value, or nil for
 -- anything malformed, which then counts as a fresh key.
 local function tb_decode(v)
   if not v then return nil end
-  if string.find(v, ':', 1, true) then return decode(v, 2) end
-  if not string.match(v, '^[1-9]%d+$') then return nil end
-  local len = #v
-  local k = tonumber(string.sub(v, len)) + 10
-  local w = tb_windows[k - 10]
-  if not w or len < k + 2 or len > 18 then return nil end
-  local hi = tonumber(string.sub(v, 1, len - k - 1))
+  if not string.find(v, '^[1-9]%d+$') then return decode(v, 2) end
+  local len, i = #v, string.byte(v, -1) - 48 -- i = k - 10
+  local k = i + 10
+  if i < 1 or i > 6 or len < k + 2 or len > 18 then return nil end
+  local w = 1e10
+  for _ = 1, i do w = w * 10 end
   local lo = tonumber(string.sub(v, len - k, len - 1))
   local big = 9007199254740992
   if lo >= big then return nil end -- only 16 digits can reach it
@@ -48,16 +44,21 @@ local function tb_decode(v)
   end
   local last = now + d
   if last < 0 or last >= big then return nil end
-  return (hi - 1) * 1000000, last
+  return (tonumber(string.sub(v, 1, len - k - 1)) - 1) * 1000000, last
 end
 
 -- tb_encode returns the value that stores tokens and last.
 local function tb_encode(tokens, last, capacity, rate, interval)
   if capacity % 1000000 == 0 and rate % 1000000 == 0 and tokens % 1000000 == 0 then
-    local k = 17 - #string.format('%d', capacity / 1000000 + 1)
-    local w = tb_windows[k - 10]
-    if w and math.ceil(capacity / rate) * interval <= w / 4 then
-      return string.format('%d%0' .. k .. 'd%d', tokens / 1000000 + 1, last % w, k - 10)
+    -- i = k - 10 = 7 - (digits of capacity/10^6 + 1); W = 10^k.
+    local c, i, w, p = capacity / 1000000 + 1, 6, 1e16, 10
+    while c >= p and i > 0 do i, w, p = i - 1, w / 10, p * 10 end
+    if i > 0 and math.ceil(capacity / rate) * interval <= w / 4 then
+      -- One constant format: the digits of tokens/10^6 + 1 and the k - 8
+      -- leading digits of last mod W make one integer below 10^9.
+      local lo = last % w
+      local head = (tokens / 1000000 + 1) * (w / 1e8) + math.floor(lo / 1e8)
+      return string.format('%d%08d%d', head, lo % 1e8, i)
     end
   end
   return string.format('%d:%d', tokens, last)
