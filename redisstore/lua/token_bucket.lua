@@ -54,11 +54,12 @@ local function tb_encode(tokens, last, capacity, rate, interval)
     local c, i, w, p = capacity / 1000000 + 1, 6, 1e16, 10
     while c >= p and i > 0 do i, w, p = i - 1, w / 10, p * 10 end
     if i > 0 and math.ceil(capacity / rate) * interval <= w / 4 then
-      -- One constant format: the digits of tokens/10^6 + 1 and the k - 8
-      -- leading digits of last mod W make one integer below 10^9.
+      -- One constant format of two integers below 10^9: the digits of
+      -- tokens/10^6 + 1 and the k - 8 leading digits of last mod W, then
+      -- its 8 last digits and i.
       local lo = last % w
       local head = (tokens / 1000000 + 1) * (w / 1e8) + math.floor(lo / 1e8)
-      return string.format('%d%08d%d', head, lo % 1e8, i)
+      return string.format('%d%09d', head, lo % 1e8 * 10 + i)
     end
   end
   return string.format('%d:%d', tokens, last)
