@@ -185,6 +185,39 @@ func TestTokenBucketPackedAcrossWrap(t *testing.T) {
 	}
 }
 
+// TestTokenBucketPackedClockJumps moves a supplied clock far while Redis
+// keeps a packed key, as a test's clock may: up to W/2 ahead of the
+// writer's (13.9 hours at k = 11, the least) and just under W/4 behind,
+// the model's decisions stand.
+func TestTokenBucketPackedClockJumps(t *testing.T) {
+	// k = 11, full in 1 s.
+	p := ratekeeper.TokenBucket{Capacity: 250_000, RefillRate: 25_000, RefillInterval: 100 * time.Millisecond}
+	for _, jump := range []time.Duration{-6*time.Hour - 50*time.Minute, -time.Hour, time.Hour, 13 * time.Hour, 20 * time.Hour} {
+		t.Run(fmt.Sprint(jump), func(t *testing.T) {
+			f := newTBFixture(t, tbStart)
+			lim := f.limiter(t, p)
+			spec := lim.Spec()
+			ctx := ctxTimeout(t, 10*time.Second)
+			var st ratekeeper.State
+			for i, step := range []struct {
+				after time.Duration
+				n     int64
+			}{{0, 200_000}, {150 * time.Millisecond, 60_000}, {jump, 0}, {0, 10}, {350 * time.Millisecond, 0}} {
+				f.clock.Advance(step.after)
+				want := spec.Step(&st, f.clock.Now().UnixMicro(), step.n)
+				got, err := lim.AllowN(ctx, "k", step.n)
+				if err != nil || !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d: AllowN(%d) %v later = %+v, %v; the model gives %+v", i, step.n, step.after, got, err, want)
+				}
+				if _, enc := f.value(t); enc != "int" {
+					t.Fatalf("step %d: the state is not packed", i)
+				}
+				f.client.Persist(ctx, f.key) // Redis's clock did not jump
+			}
+		})
+	}
+}
+
 // TestTokenBucketFormatsAcrossPolicies decides random requests on one key
 // through token bucket policies that change at random, as a policy's
 // parameters may while its key lives, and requires the Results of the

@@ -14,14 +14,16 @@
 -- is in and its k, so either decodes whatever the parameters are now.
 --
 -- Decoding takes last as the time congruent to last mod W in
--- [now - W/2, now + W/2), which is exact while last lies there. A key
+-- [now - 3W/4, now + W/4), which is exact while last lies there. A key
 -- outlives its last refill step by at most its writer's fill time (<= W/4)
 -- plus the expiry's slack, on Redis's clock: with the server's clock,
--- now - last stays below W/4 + 2 ms. With a supplied clock, a reader
--- about W/4 - 1 s ahead of the writer's clock (7 hours at W's least), or
--- W/2 behind it, could misplace last by a multiple of W. Decoding is exact:
--- each operand and result is an integer below 2^53 in magnitude, save
--- W = 10^16, which is exact as a double.
+-- now - last stays below W/4 + 2 ms. With a supplied clock, a reader about
+-- W/2 - 1 s ahead of the writer's clock, or W/4 behind it (6.9 hours at
+-- W's least), could misplace last by a multiple of W; so could a test's
+-- clock that jumps ahead that far while Redis still holds the key. The
+-- window leans to the past, where time moves. Decoding is exact: each
+-- operand and result is an integer below 2^53 in magnitude, save W =
+-- 10^16 and 3W/4, which are exact as doubles.
 
 -- tb_decode returns tokens and last of a stored value, or nil for
 -- anything malformed, which then counts as a fresh key.
@@ -37,9 +39,9 @@ local function tb_decode(v)
   local big = 9007199254740992
   if lo >= big then return nil end -- only 16 digits can reach it
   local d = lo - now % w
-  if d >= w / 2 then
+  if d >= w / 4 then
     d = d - w
-  elseif d < -w / 2 then
+  elseif d < -3 * w / 4 then
     d = d + w
   end
   local last = now + d
