@@ -211,6 +211,10 @@ var policies = []policyCase{
 	{"tb1_2.5per100ms", ratekeeper.TokenBucket{Capacity: 1, RefillRate: 2.5, RefillInterval: 100 * time.Millisecond}, 100 * time.Millisecond},
 	// Token counts of 10^12, refilled every microsecond.
 	{"tb1e6_1.5per1us", ratekeeper.TokenBucket{Capacity: 1_000_000, RefillRate: 1.5, RefillInterval: time.Microsecond}, time.Microsecond},
+	// Whole tokens, which the script packs into one integer with the time
+	// modulo 10^16 and 10^11 µs.
+	{"tb4_1per250ms", ratekeeper.TokenBucket{Capacity: 4, RefillRate: 1, RefillInterval: 250 * time.Millisecond}, 250 * time.Millisecond},
+	{"tb250000_3000per1ms", ratekeeper.TokenBucket{Capacity: 250_000, RefillRate: 3000, RefillInterval: time.Millisecond}, time.Millisecond},
 	// An emission interval of 1s/3, rounded up to 333,334µs.
 	{"gcra3per1s_b5", ratekeeper.GCRA{Rate: 3, Period: time.Second, Burst: 5}, 333_334 * time.Microsecond},
 	// A window opens at a request: steps of a Window, ±1µs, from one
@@ -232,6 +236,9 @@ var policies = []policyCase{
 		ratekeeper.Named("window", ratekeeper.SlidingWindowLog{Limit: 6, Window: time.Second}),
 		ratekeeper.Named("smooth", ratekeeper.SlidingWindowCounter{Limit: 9, Window: 700 * time.Millisecond}),
 		ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 3}), 100 * time.Millisecond},
+	{"all_tb3_fw5per2s", ratekeeper.All(
+		ratekeeper.Named("burst", ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: 200 * time.Millisecond}),
+		ratekeeper.FixedWindow{Limit: 5, Window: 2 * time.Second}), 200 * time.Millisecond},
 }
 
 func mustSpec(t testing.TB, p ratekeeper.Policy) ratekeeper.Spec {
