@@ -254,17 +254,35 @@ func killUnderLoad(t *testing.T, pipelining bool) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	samples := make([][]sample, workers)
+	decisions := make([]atomic.Int64, workers)
 	for i := range workers {
 		wg.Go(func() {
 			kind := loadKind(i % int(kinds))
 			for !stop.Load() {
-				samples[i] = append(samples[i], call(kind, i))
+				s := call(kind, i)
+				if s.ok {
+					decisions[i].Add(1)
+				}
+				samples[i] = append(samples[i], s)
 				time.Sleep(time.Millisecond)
 			}
 		})
 	}
 
+	// Load for 300 ms, and until every worker has made a decision (a
+	// machine busy with other tests may take longer to start them all).
 	time.Sleep(300 * time.Millisecond)
+	allDecided := func() bool {
+		for i := range decisions {
+			if decisions[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !allDecided() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	killed := time.Now()
 	srv.Stop()
 	down := time.Now() // the process is gone, and its port closed

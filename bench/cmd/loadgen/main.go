@@ -8,8 +8,10 @@
 // Run it from bench/ (the rueidis variant reads ratekeeper's scripts from
 // ../redisstore/lua). Every library applies the same limit per caller
 // (-rate per second, bursts of -burst) in its own terms, through a
-// go-redis v9 client with default options (rueidis for the rueidis
-// variant). Two modes:
+// go-redis v9 client with default options and ContextTimeoutEnabled
+// (rueidis for the rueidis variant; go-redis's defaults alone for the
+// defaultclient variant). Every call's context has a deadline, the
+// run's end. Two modes:
 //
 //   - allow: each goroutine draws its callers uniformly from -users, so
 //     that nearly every request is allowed;

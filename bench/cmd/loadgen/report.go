@@ -96,6 +96,9 @@ func printTargets(out io.Writer, cfg config, res results, mem memory) {
 			fmt.Fprintf(out, "| decisions/s ≥ %.1f× redis_rate at conc=%d (allow) | %.2f× | %s |\n", t.min, t.conc, r, verdict(r >= t.min))
 		}
 	}
+	if r, ok := res.ratio("allow", 1, "ratekeeper-defaultclient", "redis_rate"); ok {
+		fmt.Fprintf(out, "| the same, over go-redis's default options (ratekeeper-defaultclient) | %.2f× | %s |\n", r, verdict(r >= 1.0))
+	}
 	for _, mode := range cfg.modes {
 		for _, conc := range cfg.conc {
 			r, ok := res.costRatio(mode, conc, "ratekeeper", "seed")
