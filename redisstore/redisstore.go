@@ -137,7 +137,11 @@ func WithKeyPrefix(prefix string) Option {
 // WithClock makes the store take the time from now instead of from the
 // Redis server's clock (TIME). Use it for deterministic tests, or with a
 // managed Redis that rejects TIME in scripts; all application servers
-// sharing a limit should then have synchronized clocks.
+// sharing a limit should then have synchronized clocks. A token bucket of
+// whole tokens keeps its time modulo at least 27.8 hours: a clock more
+// than a quarter of that behind the one that wrote a key, or about half
+// of it ahead (a test's clock that jumps while Redis holds the key), can
+// misread it (see docs/algorithms.md).
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
