@@ -39,15 +39,15 @@ func TestDeadlineWhileRedisHangs(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, timeout := range []time.Duration{100 * time.Millisecond, 30 * time.Millisecond, 300 * time.Millisecond} {
-				callCtx, cancel := context.WithTimeout(context.Background(), timeout)
 				start := time.Now()
+				callCtx, cancel := context.WithTimeout(context.Background(), timeout)
 				_, err := lim.Allow(callCtx, "k")
 				elapsed := time.Since(start)
 				cancel()
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("%v deadline while Redis is paused: %v, want context.DeadlineExceeded", timeout, err)
 				}
-				if elapsed < timeout || elapsed > timeout+100*time.Millisecond {
+				if elapsed < timeout || elapsed > timeout+250*time.Millisecond {
 					t.Errorf("%v deadline: returned after %v", timeout, elapsed)
 				}
 			}
@@ -55,7 +55,7 @@ func TestDeadlineWhileRedisHangs(t *testing.T) {
 			time.AfterFunc(50*time.Millisecond, cancel)
 			start := time.Now()
 			_, err = lim.Allow(callCtx, "k")
-			if elapsed := time.Since(start); !errors.Is(err, context.Canceled) || elapsed > 150*time.Millisecond {
+			if elapsed := time.Since(start); !errors.Is(err, context.Canceled) || elapsed > 300*time.Millisecond {
 				t.Errorf("cancelled after 50 ms: %v after %v, want context.Canceled", err, elapsed)
 			}
 			// Decisions resume once Redis does.
