@@ -163,6 +163,20 @@ type slot struct {
 	state   ratekeeper.State
 }
 
+// step runs spec's model on the slot's state at now, a state past its
+// expiry being full again (the same as a fresh key's), and moves the
+// expiry when the request took.
+func (sl *slot) step(spec *ratekeeper.Spec, now, n int64) ratekeeper.Result {
+	if now >= sl.expires {
+		sl.state = ratekeeper.State{}
+	}
+	res := spec.Step(&sl.state, now, n)
+	if res.Allowed && n > 0 {
+		sl.expires = now + res.ResetAfter.Microseconds()
+	}
+	return res
+}
+
 // dead reports whether e was removed from the store. e.mu is held.
 func (e *entry) dead() bool { return e.first.policy == unique.Handle[policy]{} }
 
@@ -354,13 +368,7 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		// has no slot.
 		e.mu.Lock()
 		if sl := e.find(v.policies[0]); sl != nil && e.key == key {
-			if now >= sl.expires {
-				sl.state = ratekeeper.State{} // full again: the same as a fresh key
-			}
-			res := spec.Step(&sl.state, now, n)
-			if res.Allowed && n > 0 {
-				sl.expires = now + res.ResetAfter.Microseconds()
-			}
+			res := sl.step(&spec, now, n)
 			e.mu.Unlock()
 			return res, nil
 		}
@@ -398,15 +406,9 @@ func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Han
 		if added {
 			sl = &slot{policy: p} // kept if it takes
 		}
-		if now >= sl.expires {
-			sl.state = ratekeeper.State{}
-		}
-		res := spec.Step(&sl.state, now, n)
-		if res.Allowed && n > 0 {
-			sl.expires = now + res.ResetAfter.Microseconds()
-			if added {
-				e.add(*sl)
-			}
+		res := sl.step(spec, now, n)
+		if added && res.Allowed && n > 0 {
+			e.add(*sl)
 		}
 		e.mu.Unlock()
 		return res

@@ -35,7 +35,7 @@ local function tb_decode(v)
   if i < 1 or i > 6 or len < k + 2 or len > 18 then return nil end
   local w = 1e10
   for _ = 1, i do w = w * 10 end
-  local lo = tonumber(string.sub(v, len - k, len - 1))
+  local lo = string.sub(v, len - k, len - 1) + 0
   local big = 9007199254740992
   if lo >= big then return nil end -- only 16 digits can reach it
   local d = lo - now % w
@@ -46,7 +46,7 @@ local function tb_decode(v)
   end
   local last = now + d
   if last < 0 or last >= big then return nil end
-  return (tonumber(string.sub(v, 1, len - k - 1)) - 1) * 1000000, last
+  return (string.sub(v, 1, len - k - 1) - 1) * 1000000, last
 end
 
 -- tb_encode returns the value that stores tokens and last.
