@@ -147,17 +147,19 @@ func checkName(name string, allowEmpty bool) error {
 // memstore keeps them: sts[i] is the state of s.Parts[i]. It first decides
 // every part without consuming; only if all allow does it take n from
 // each.
-func (s Spec) StepAll(sts []*State, now, n int64) Result {
+func (s *Spec) StepAll(sts []*State, now, n int64) Result {
 	var buf [MaxParts]Result
 	parts := buf[:len(s.Parts)]
 	allowed := true
-	for i, p := range s.Parts {
-		parts[i] = p.step(sts[i], now, n, false)
+	for i := range s.Parts {
+		p := &s.Parts[i]
+		parts[i] = p.step(sts[i], now, n, false).result(p)
 		allowed = allowed && parts[i].Allowed
 	}
 	if allowed && n > 0 {
-		for i, p := range s.Parts {
-			parts[i] = p.step(sts[i], now, n, true)
+		for i := range s.Parts {
+			p := &s.Parts[i]
+			parts[i] = p.step(sts[i], now, n, true).result(p)
 		}
 	}
 	return s.Join(parts)

@@ -59,7 +59,7 @@ func validateWindow(s *Spec) error {
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
 // State: v[0] the count, v[1] the start of the window.
-func (s Spec) stepFixedWindow(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepFixedWindow(st *State, now, n int64, take bool) outcome {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	count, start := int64(0), now
 	if st.live && now < st.v[1]+window {
@@ -77,5 +77,5 @@ func (s Spec) stepFixedWindow(st *State, now, n int64, take bool) Result {
 	if count > 0 {
 		resetAfter = start + window - now
 	}
-	return s.Result(allowed, (limit-count)*Unit, retryAfter, resetAfter)
+	return outcome{allowed, (limit - count) * Unit, retryAfter, resetAfter}
 }

@@ -67,7 +67,7 @@ func validateGCRA(s *Spec) error {
 
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
-func (s Spec) stepGCRA(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepGCRA(st *State, now, n int64, take bool) outcome {
 	interval, burst := s.Params[gcraInterval], s.Params[gcraBurst]
 	tat := now
 	if st.live && st.v[0] > now {
@@ -85,5 +85,5 @@ func (s Spec) stepGCRA(st *State, now, n int64, take bool) Result {
 		retryAfter = next - tolerance - now
 	}
 	remaining := max(tolerance-(tat-now), 0) / interval
-	return s.Result(allowed, remaining*Unit, retryAfter, tat-now)
+	return outcome{allowed, remaining * Unit, retryAfter, tat - now}
 }

@@ -67,7 +67,7 @@ func validateLeakyBucket(s *Spec) error {
 
 // stepLeakyBucket is the model that redisstore's leaky_bucket.lua keeps.
 // State: v[0] the level in billionths, v[1] the time it was measured.
-func (s Spec) stepLeakyBucket(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepLeakyBucket(st *State, now, n int64, take bool) outcome {
 	capacity, rate := s.Params[lbCapacity], s.Params[lbRate]
 	level, at := int64(0), now
 	if st.live {
@@ -89,5 +89,5 @@ func (s Spec) stepLeakyBucket(st *State, now, n int64, take bool) Result {
 		retryAfter = at + ceilDiv(level+need-capacity, rate) - now
 	}
 	resetAfter := at + ceilDiv(level, rate) - now
-	return s.Result(allowed, max(capacity-level, 0)/(lbUnit/Unit), retryAfter, resetAfter)
+	return outcome{allowed, max(capacity-level, 0) / (lbUnit / Unit), retryAfter, resetAfter}
 }

@@ -110,7 +110,7 @@ type State struct {
 //
 // Step assumes a validated Spec and 0 <= n <= MaxCost; the Lua scripts of
 // redisstore are tested to return identical Results.
-func (s Spec) Step(st *State, now, n int64) Result {
+func (s *Spec) Step(st *State, now, n int64) Result {
 	if s.Algorithm == AlgorithmAll {
 		if len(st.parts) != len(s.Parts) {
 			st.parts = make([]State, len(s.Parts))
@@ -121,13 +121,25 @@ func (s Spec) Step(st *State, now, n int64) Result {
 		}
 		return s.StepAll(sts[:len(s.Parts)], now, n)
 	}
-	return s.step(st, now, n, n > 0)
+	return s.step(st, now, n, n > 0).result(s)
+}
+
+// StepUnits is Step for a Spec other than an All, returning its decision
+// in the Spec's integer units, the arguments of Result: a store that holds
+// a lock over st can build the Result after releasing it. It panics on an
+// All Spec (see StepAll).
+func (s *Spec) StepUnits(st *State, now, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+	if s.Algorithm == AlgorithmAll {
+		panic("ratekeeper: StepUnits on an All Spec")
+	}
+	o := s.step(st, now, n, n > 0)
+	return o.allowed, o.remaining, o.retryAfter, o.resetAfter
 }
 
 // step decides a request of cost n against st and, with take, consumes n
 // when it is allowed. Without take it writes nothing, and an allowed
 // request reports the state as it is.
-func (s Spec) step(st *State, now, n int64, take bool) Result {
+func (s *Spec) step(st *State, now, n int64, take bool) outcome {
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
 		return s.stepTokenBucket(st, now, n, take)
@@ -145,10 +157,24 @@ func (s Spec) step(st *State, now, n int64, take bool) Result {
 	panic("ratekeeper: Step on an invalid Spec: " + s.Algorithm)
 }
 
+// outcome is a decision in a Spec's integer units: remaining in
+// millionths, retryAfter and resetAfter in microseconds. The models return
+// it rather than a Result: a struct of four words passes through calls in
+// registers, and a Result is copied through memory at every call.
+type outcome struct {
+	allowed                           bool
+	remaining, retryAfter, resetAfter int64
+}
+
+// result builds the Result of an outcome under s.
+func (o outcome) result(s *Spec) Result {
+	return s.Result(o.allowed, o.remaining, o.retryAfter, o.resetAfter)
+}
+
 // Result builds a Result from a decision in the Spec's integer units:
 // remaining in millionths, retryAfter and resetAfter in microseconds.
 // Stores use it so that every store reports the same values.
-func (s Spec) Result(allowed bool, remaining, retryAfter, resetAfter int64) Result {
+func (s *Spec) Result(allowed bool, remaining, retryAfter, resetAfter int64) Result {
 	return Result{
 		Policy:     s.Name,
 		Allowed:    allowed,

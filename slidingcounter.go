@@ -27,7 +27,7 @@ func (p SlidingWindowCounter) Spec() (Spec, error) {
 // window (a multiple of Window), v[1] the previous window's count, v[2] the
 // current window's. The estimate at offset r into the window is
 // prev·(Window−r)/Window + curr, compared exactly in integers.
-func (s Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) outcome {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	start := now - now%window
 	var prev, curr int64
@@ -74,5 +74,5 @@ func (s Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) Resul
 	case prev > 0:
 		resetAfter = start + window - now
 	}
-	return s.Result(allowed, max(limit-curr-weighted, 0)*Unit, retryAfter, resetAfter)
+	return outcome{allowed, max(limit-curr-weighted, 0) * Unit, retryAfter, resetAfter}
 }

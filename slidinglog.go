@@ -28,7 +28,7 @@ func (p SlidingWindowLog) Spec() (Spec, error) {
 // stepSlidingWindowLog is the model that redisstore's
 // sliding_window_log.lua keeps. State: the times of admitted requests,
 // sorted; a request admitted at t counts until t + Window.
-func (s Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	var log []int64
 	if st.live && st.log != nil {
@@ -68,5 +68,5 @@ func (s Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) Result {
 	if len(kept) > 0 {
 		resetAfter = kept[len(kept)-1] + window - now
 	}
-	return s.Result(allowed, (limit-int64(len(kept)))*Unit, retryAfter, resetAfter)
+	return outcome{allowed, (limit - int64(len(kept))) * Unit, retryAfter, resetAfter}
 }

@@ -83,7 +83,7 @@ func validateTokenBucket(s *Spec) error {
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
 // State: v[0] tokens in millionths, v[1] the time of the last refill step.
-func (s Spec) stepTokenBucket(st *State, now, n int64, take bool) Result {
+func (s *Spec) stepTokenBucket(st *State, now, n int64, take bool) outcome {
 	capacity, rate, interval := s.Params[tbCapacity], s.Params[tbRate], s.Params[tbInterval]
 	tokens, last := capacity, now
 	if st.live {
@@ -115,5 +115,5 @@ func (s Spec) stepTokenBucket(st *State, now, n int64, take bool) Result {
 	if tokens < capacity {
 		resetAfter = last + ceilDiv(capacity-tokens, rate)*interval - now
 	}
-	return s.Result(allowed, tokens, retryAfter, resetAfter)
+	return outcome{allowed, tokens, retryAfter, resetAfter}
 }

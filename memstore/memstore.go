@@ -165,16 +165,18 @@ type slot struct {
 
 // step runs spec's model on the slot's state at now, a state past its
 // expiry being full again (the same as a fresh key's), and moves the
-// expiry when the request took.
-func (sl *slot) step(spec *ratekeeper.Spec, now, n int64) ratekeeper.Result {
+// expiry when the request took. It returns the decision in the Spec's
+// units (see ratekeeper.Spec.StepUnits), for the caller to build the
+// Result once it released the key's lock.
+func (sl *slot) step(spec *ratekeeper.Spec, now, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
 	if now >= sl.expires {
 		sl.state = ratekeeper.State{}
 	}
-	res := spec.Step(&sl.state, now, n)
-	if res.Allowed && n > 0 {
-		sl.expires = now + res.ResetAfter.Microseconds()
+	allowed, remaining, retryAfter, resetAfter = spec.StepUnits(&sl.state, now, n)
+	if allowed && n > 0 {
+		sl.expires = now + resetAfter
 	}
-	return res
+	return allowed, remaining, retryAfter, resetAfter
 }
 
 // dead reports whether e was removed from the store. e.mu is held.
@@ -368,9 +370,9 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		// has no slot.
 		e.mu.Lock()
 		if sl := e.find(v.policies[0]); sl != nil && e.key == key {
-			res := sl.step(&spec, now, n)
+			allowed, remaining, retryAfter, resetAfter := sl.step(&spec, now, n)
 			e.mu.Unlock()
-			return res, nil
+			return spec.Result(allowed, remaining, retryAfter, resetAfter), nil
 		}
 		e.mu.Unlock()
 	}
@@ -384,12 +386,13 @@ func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Han
 		e := s.lookup(key, h, exact)
 		if e == nil {
 			var st ratekeeper.State
-			res := spec.Step(&st, now, n)
-			if !res.Allowed || n == 0 {
+			allowed, remaining, retryAfter, resetAfter := spec.StepUnits(&st, now, n)
+			res := spec.Result(allowed, remaining, retryAfter, resetAfter)
+			if !allowed || n == 0 {
 				return res // a fresh key keeps nothing that it did not take
 			}
 			e = &entry{key: key}
-			e.add(slot{p, now + res.ResetAfter.Microseconds(), st})
+			e.add(slot{p, now + resetAfter, st})
 			if s.insert(e, h) {
 				return res
 			}
@@ -406,12 +409,12 @@ func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Han
 		if added {
 			sl = &slot{policy: p} // kept if it takes
 		}
-		res := sl.step(spec, now, n)
-		if added && res.Allowed && n > 0 {
+		allowed, remaining, retryAfter, resetAfter := sl.step(spec, now, n)
+		if added && allowed && n > 0 {
 			e.add(*sl)
 		}
 		e.mu.Unlock()
-		return res
+		return spec.Result(allowed, remaining, retryAfter, resetAfter)
 	}
 }
 
