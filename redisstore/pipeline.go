@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -11,6 +13,11 @@ import (
 // maxFlying is how many round trips may be in flight at once. Two let
 // the client encode one batch while Redis runs the other.
 const maxFlying = 2
+
+// maxCombined is the most requests one script call decides (see
+// runBatch): about a millisecond of Redis's time, so that other clients'
+// commands are not held back longer than by a pipeline.
+const maxCombined = 128
 
 // call is one script call on its way to Redis.
 type call struct {
@@ -36,11 +43,21 @@ type call struct {
 // one round trip per decision; many share one round trip per batch.
 type pipeliner struct {
 	client redis.UniversalClient
+	// combine: the requests of a batch under one algorithm go as one
+	// script call (see runBatch). Only over a client of one server: in a
+	// cluster, different callers' keys are in different slots, which one
+	// script cannot touch.
+	combine bool
 
 	mu     sync.Mutex
 	flying int     // round trips in flight
 	queue  []*call // calls waiting for the next one
 	spare  []*call // the previous queue's array, for reuse
+}
+
+func newPipeliner(client redis.UniversalClient) *pipeliner {
+	_, single := client.(*redis.Client)
+	return &pipeliner{client: client, combine: single}
 }
 
 // do sends c at once, alone, when fewer than maxFlying round trips are in
@@ -90,7 +107,7 @@ func (p *pipeliner) flush(batch []*call) {
 		if len(batch) == 1 {
 			batch[0].run(batch[0].ctx, p.client)
 		} else {
-			runBatch(p.client, batch)
+			runBatch(p.client, batch, p.combine)
 		}
 		for i, c := range batch {
 			close(c.done)
@@ -126,16 +143,19 @@ func (c *call) wait(ctx context.Context) (any, error) {
 
 // runBatch sends calls as one pipeline of EVALSHA, then those that met
 // NOSCRIPT (after a SCRIPT FLUSH, a restart or a failover) as EVAL, which
-// loads the script. Errors stay per call. The batch serves callers with
-// different deadlines, so it is bounded by the client's own timeouts.
-func runBatch(client redis.UniversalClient, batch []*call) {
+// loads the script. With combine, the calls of one algorithm go as one
+// call of its batch script, so that Redis runs one script, and reads its
+// clock once, for them all. Errors stay per call. The batch serves callers
+// with different deadlines, so it is bounded by the client's own
+// timeouts.
+func runBatch(client redis.UniversalClient, batch []*call, combine bool) {
 	ctx := context.Background()
-	cmds := make([]*redis.Cmd, len(batch))
+	groups := groupCalls(batch, combine)
+	cmds := make([]*redis.Cmd, len(groups))
 	pipe := client.Pipeline()
-	for i, c := range batch {
-		if !c.abandoned.Load() {
-			cmds[i] = pipe.EvalSha(ctx, c.alg.script.Hash(), c.keys, c.args...)
-		}
+	for i := range groups {
+		g := &groups[i]
+		cmds[i] = pipe.EvalSha(ctx, g.script.Hash(), g.keys, g.args...)
 	}
 	if pipe.Len() == 0 {
 		return
@@ -143,21 +163,96 @@ func runBatch(client redis.UniversalClient, batch []*call) {
 	pipe.Exec(ctx) // errors are read per command
 	var retry []int
 	for i, cmd := range cmds {
-		if cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			retry = append(retry, i)
 		}
 	}
 	if len(retry) > 0 {
 		pipe = client.Pipeline()
 		for _, i := range retry {
-			c := batch[i]
-			cmds[i] = pipe.Eval(ctx, c.alg.src, c.keys, c.args...)
+			g := &groups[i]
+			cmds[i] = pipe.Eval(ctx, g.src, g.keys, g.args...)
 		}
 		pipe.Exec(ctx)
 	}
-	for i, cmd := range cmds {
-		if cmd != nil {
-			batch[i].reply, batch[i].err = cmd.Result()
+	for i := range groups {
+		groups[i].deliver(cmds[i])
+	}
+}
+
+// group is one script call of a pipelined batch: a call of its own, or
+// several calls of one algorithm combined into one call of its batch
+// script.
+type group struct {
+	calls  []*call
+	script *redis.Script
+	src    string
+	keys   []string
+	args   []any
+}
+
+// groupCalls groups the calls not abandoned: with combine, those of each
+// algorithm that has a batch script, when there are several, up to
+// maxCombined a group; every other call alone.
+func groupCalls(batch []*call, combine bool) []group {
+	groups := make([]group, 0, len(batch))
+	var byAlg []group // the calls of each algorithm, in the order they came
+	for _, c := range batch {
+		switch {
+		case c.abandoned.Load():
+		case combine && c.alg.batch != nil:
+			i := slices.IndexFunc(byAlg, func(g group) bool { return g.calls[0].alg == c.alg && len(g.calls) < maxCombined })
+			if i < 0 {
+				i = len(byAlg)
+				byAlg = append(byAlg, group{})
+			}
+			byAlg[i].calls = append(byAlg[i].calls, c)
+		default:
+			groups = append(groups, group{calls: []*call{c}, script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args})
+		}
+	}
+	for _, same := range byAlg {
+		calls, alg := same.calls, same.calls[0].alg
+		if len(calls) == 1 {
+			c := calls[0]
+			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args})
+			continue
+		}
+		// ARGV: the first call's cost, time and slack (read by lib.lua),
+		// then each call's cost, time and parameters (batch.lua).
+		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
+			keys: make([]string, len(calls)), args: make([]any, 0, 3+len(calls)*(2+alg.params))}
+		g.args = append(g.args, calls[0].args[:3]...)
+		for i, c := range calls {
+			g.keys[i] = c.keys[0]
+			g.args = append(g.args, c.args[0], c.args[1])
+			g.args = append(g.args, c.args[3:]...)
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// deliver hands each call of g its reply from cmd, or its error.
+func (g *group) deliver(cmd *redis.Cmd) {
+	reply, err := cmd.Result()
+	if len(g.calls) == 1 {
+		g.calls[0].reply, g.calls[0].err = reply, err
+		return
+	}
+	replies, ok := reply.([]any)
+	if err == nil && (!ok || len(replies) != len(g.calls)) {
+		err = fmt.Errorf("%w: %v", errReply, reply)
+	}
+	for i, c := range g.calls {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		if e, ok := replies[i].(error); ok {
+			c.err = e
+		} else {
+			c.reply = replies[i]
 		}
 	}
 }

@@ -11,7 +11,8 @@
 //
 // Concurrent decisions are coalesced into pipelines (WithAutoPipelining):
 // a lone caller makes one round trip per decision, and many callers share
-// one round trip per batch. Every call returns when its context ends,
+// one round trip per batch; over a client of one server, the batch's
+// decisions under one algorithm share one script call. Every call returns when its context ends,
 // whatever Redis does. An optional deny cache (WithDenyCache) answers
 // repeat denials in process, exactly, until they run out.
 package redisstore
@@ -39,6 +40,10 @@ type algorithm struct {
 	params int    // how many of Spec.Params the script reads
 	suffix string // of its key, after the hash tag
 	index  int    // its index in all.lua's table of algorithms
+	// batch decides several requests in one call (batch.lua); nil for
+	// All.
+	batch    *redis.Script
+	batchSrc string
 }
 
 var algorithms = map[string]*algorithm{
@@ -62,14 +67,25 @@ var allScript = func() *algorithm {
 // every script shares, the files needed (the algorithm's function
 // first), and a call of that function with the parameters in ARGV.
 func newAlgorithm(index, params int, suffix, function string, helpers ...string) *algorithm {
+	files := append(append([]string{"lib"}, helpers...), function)
 	var call strings.Builder
 	fmt.Fprintf(&call, "return {%s(KEYS[1], n > 0", function)
 	for i := range params {
 		fmt.Fprintf(&call, ", ARGV[%d] + 0", 4+i)
 	}
 	call.WriteString(")}\n")
-	src := luaSource(append(append([]string{"lib"}, helpers...), function)...) + call.String()
-	return &algorithm{script: redis.NewScript(src), src: src, params: params, suffix: suffix, index: index}
+	src := luaSource(files...) + call.String()
+	// The batch's requests take 2 + params values each: cost, time,
+	// parameters.
+	call.Reset()
+	fmt.Fprintf(&call, "return batch(%d, function(key, at) return %s(key, n > 0", 2+params, function)
+	for i := range params {
+		fmt.Fprintf(&call, ", ARGV[at + %d] + 0", 2+i)
+	}
+	call.WriteString(") end)\n")
+	batchSrc := luaSource(append(files, "batch")...) + call.String()
+	return &algorithm{script: redis.NewScript(src), src: src, params: params, suffix: suffix, index: index,
+		batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
 }
 
 // luaSource joins the embedded files lua/<name>.lua.
@@ -151,13 +167,17 @@ func WithClock(now func() time.Time) Option {
 // decision is sent at once; decisions arriving meanwhile wait for it to
 // return and go together in one pipeline. It adds no delay to a lone
 // caller and, under load, cuts round trips and Redis's per-command
-// overhead. Off, each decision is its own round trip on its own pooled
-// connection.
+// overhead. Over a *redis.Client (one server, or Sentinel's primary) the
+// batch's decisions under one algorithm go as one script call, which
+// decides them one after the other at one reading of the server's clock,
+// each exactly as alone; a cluster client sends each in a call of its
+// own, since different callers' keys live in different slots. Off, each
+// decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
 		s.pipeliner = nil
 		if on {
-			s.pipeliner = &pipeliner{client: s.client}
+			s.pipeliner = newPipeliner(s.client)
 		}
 	}
 }
@@ -191,7 +211,7 @@ func (s *Store) DenyCacheHits() int64 {
 // loaded on first use, so an application can start while Redis is down.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client)}
-	s.pipeliner = &pipeliner{client: client}
+	s.pipeliner = newPipeliner(client)
 	for _, opt := range opts {
 		opt(s)
 	}

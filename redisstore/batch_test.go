@@ -1,0 +1,184 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// batchPolicies are one policy of every algorithm that has a batch
+// script, small enough for a few requests to exhaust.
+var batchPolicies = []ratekeeper.Policy{
+	ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: 100 * time.Millisecond},
+	ratekeeper.TokenBucket{Capacity: 3, RefillRate: 0.5, RefillInterval: 100 * time.Millisecond},
+	ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 3},
+	ratekeeper.FixedWindow{Limit: 3, Window: time.Second},
+	ratekeeper.SlidingWindowLog{Limit: 3, Window: time.Second},
+	ratekeeper.SlidingWindowCounter{Limit: 3, Window: time.Second},
+	ratekeeper.LeakyBucket{Capacity: 3, LeakRate: 10},
+}
+
+// newCall builds the call that Decide would send.
+func newCall(t *testing.T, s *Store, spec *ratekeeper.Spec, key string, n int64, sent time.Time) *call {
+	t.Helper()
+	alg, err := scriptOf(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: context.Background()}
+}
+
+// TestBatchDecidesLikeSingleCalls sends rounds of requests over a few keys
+// as combined batches to one store, and one by one to another, on the same
+// clocks: every Result must be the same, and each round one script call.
+func TestBatchDecidesLikeSingleCalls(t *testing.T) {
+	client := redistest.Client(t)
+	for _, p := range batchPolicies {
+		spec, err := p.Spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(spec.Algorithm, func(t *testing.T) {
+			now := time.Now()
+			clock := WithClock(func() time.Time { return now })
+			batched := New(client, WithKeyPrefix(redistest.Prefix(t)), clock)
+			single := New(client, WithKeyPrefix(redistest.Prefix(t)), clock)
+			r := rand.New(rand.NewPCG(3, 4))
+			keys := []string{"a", "b", "c"}
+			allowed, denied := 0, 0
+			for round := range 40 {
+				now = now.Add(time.Duration(r.IntN(150)) * time.Millisecond)
+				var calls, want []*call
+				for range 2 + r.IntN(6) {
+					// A batch's requests may come at different times.
+					now = now.Add(time.Duration(r.IntN(30)) * time.Millisecond)
+					key, n := keys[r.IntN(len(keys))], int64(r.IntN(3))
+					calls = append(calls, newCall(t, batched, &spec, key, n, now))
+					want = append(want, newCall(t, single, &spec, key, n, now))
+				}
+				if g := groupCalls(calls, true); len(g) != 1 {
+					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
+				}
+				runBatch(client, calls, true)
+				for i, c := range calls {
+					want[i].run(context.Background(), client)
+					if c.err != nil || want[i].err != nil {
+						t.Fatalf("round %d, call %d: batched error %v, single error %v", round, i, c.err, want[i].err)
+					}
+					got, err1 := parseReply(&spec, c.reply)
+					exp, err2 := parseReply(&spec, want[i].reply)
+					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
+						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
+							round, i, c.keys[0], c.args[0], got, err1, exp, err2)
+					}
+					if exp.Allowed {
+						allowed++
+					} else {
+						denied++
+					}
+				}
+			}
+			if allowed == 0 || denied == 0 {
+				t.Fatalf("%d allowed, %d denied: one branch untested", allowed, denied)
+			}
+		})
+	}
+}
+
+// TestBatchOnServerClock: requests in one batch are decided in order at
+// one time, the server's: of five requests for a bucket of three, the
+// first three pass.
+func TestBatchOnServerClock(t *testing.T) {
+	client := redistest.Client(t)
+	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
+	spec, _ := batchPolicies[0].Spec()
+	var calls []*call
+	for range 5 {
+		calls = append(calls, newCall(t, s, &spec, "k", 1, time.Time{}))
+	}
+	runBatch(client, calls, true)
+	for i, c := range calls {
+		res, err := parseReply(&spec, c.reply)
+		if c.err != nil || err != nil {
+			t.Fatalf("call %d: %v, %v", i, c.err, err)
+		}
+		if want := i < 3; res.Allowed != want || res.Remaining != float64(max(2-i, 0)) {
+			t.Errorf("call %d: %+v; want allowed %t", i, res, want)
+		}
+	}
+}
+
+// TestBatchErrorStaysPerCall: a key of another type fails its own request
+// and no other in the batch, and a flushed script is loaded again.
+func TestBatchErrorStaysPerCall(t *testing.T) {
+	client := redistest.Client(t)
+	ctx := context.Background()
+	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
+	spec, _ := batchPolicies[2].Spec()
+	if err := client.HSet(ctx, s.Key("foreign", spec), "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []*call
+	for _, key := range []string{"a", "foreign", "b", "a"} {
+		calls = append(calls, newCall(t, s, &spec, key, 1, time.Time{}))
+	}
+	runBatch(client, calls, true)
+	for i, c := range calls {
+		if i == 1 {
+			if c.err == nil || !strings.Contains(c.err.Error(), "WRONGTYPE") {
+				t.Errorf("the request on a hash: reply %v, error %v; want WRONGTYPE", c.reply, c.err)
+			}
+			continue
+		}
+		if res, err := parseReply(&spec, c.reply); c.err != nil || err != nil || !res.Allowed {
+			t.Errorf("call %d: %+v, %v, %v; want allowed", i, res, c.err, err)
+		}
+	}
+}
+
+// TestGroupCalls: calls of one algorithm share a script call, up to
+// maxCombined; an All, a lone call of its algorithm and an abandoned call
+// do not; without combine every call is alone.
+func TestGroupCalls(t *testing.T) {
+	s := New(nil)
+	gcra, _ := ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1}.Spec()
+	fw, _ := ratekeeper.FixedWindow{Limit: 1, Window: time.Second}.Spec()
+	all, _ := ratekeeper.All(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1},
+		ratekeeper.FixedWindow{Limit: 1, Window: time.Second}).Spec()
+	var calls []*call
+	for range maxCombined + 3 {
+		calls = append(calls, newCall(t, s, &gcra, "g", 1, time.Time{}))
+	}
+	calls = append(calls, newCall(t, s, &fw, "f", 1, time.Time{}), newCall(t, s, &all, "a", 1, time.Time{}))
+	gone := newCall(t, s, &gcra, "gone", 1, time.Time{})
+	gone.abandoned.Store(true)
+	calls = append(calls, gone)
+
+	var sizes []int
+	for _, g := range groupCalls(calls, true) {
+		sizes = append(sizes, len(g.calls))
+		if batch := g.script == g.calls[0].alg.batch; batch != (len(g.calls) > 1) {
+			t.Errorf("a group of %d calls: batch script %t", len(g.calls), batch)
+		}
+		if len(g.calls) > 1 && len(g.args) != 3+len(g.calls)*(2+g.calls[0].alg.params) {
+			t.Errorf("a group of %d calls has %d ARGV", len(g.calls), len(g.args))
+		}
+	}
+	slices.Sort(sizes)
+	if want := []int{1, 1, 3, maxCombined}; !slices.Equal(sizes, want) {
+		t.Errorf("group sizes %v, want %v", sizes, want)
+	}
+	if g := groupCalls(calls, false); len(g) != len(calls)-1 {
+		t.Errorf("without combine: %d groups for %d calls, one abandoned", len(g), len(calls))
+	}
+}
