@@ -53,9 +53,14 @@ type lib struct {
 	// nested names, for a command in cmds, the script that also calls it
 	// once per run, so that those calls can be taken out of its total.
 	nested map[string]string
-	// oneCall: each decision is one command, so Redis calls per denied
-	// request can be told from the totals.
+	// oneCall: each decision is one command, so the decisions Redis ran
+	// can be told from the totals.
 	oneCall bool
+	// decisionCmd is a command the library's scripts call exactly once
+	// per decision Redis runs, for a library that decides several in one
+	// call (ratekeeper's batches): its count in commandstats is the
+	// decisions Redis ran.
+	decisionCmd string
 }
 
 var scriptCmds = []string{"evalsha", "eval"}
@@ -63,46 +68,52 @@ var scriptCmds = []string{"evalsha", "eval"}
 // libs are all the libraries loadgen knows, in the order it reports them.
 var libs = []lib{
 	{
-		name:    "ratekeeper",
-		about:   "redisstore.New(client), the default: token bucket script, auto-pipelining on",
-		open:    openRatekeeper(),
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper",
+		about: "redisstore.New(client), the default: token bucket script, auto-pipelining on",
+		open:  openRatekeeper(),
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
-		name:    "ratekeeper-defaultclient",
-		about:   "redisstore.New(client) over a go-redis client with go-redis's default options: without ContextTimeoutEnabled, a lone call with a deadline is handed to a goroutine of its own so that it can end at the deadline",
-		open:    openRatekeeperDefaultClient,
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper-defaultclient",
+		about: "redisstore.New(client) over a go-redis client with go-redis's default options: without ContextTimeoutEnabled, a lone call with a deadline is handed to a goroutine of its own so that it can end at the deadline",
+		open:  openRatekeeperDefaultClient,
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
-		name:    "ratekeeper-nopipe",
-		about:   "redisstore.WithAutoPipelining(false): one pooled connection per decision",
-		open:    openRatekeeper(redisstore.WithAutoPipelining(false)),
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper-nopipe",
+		about: "redisstore.WithAutoPipelining(false): one pooled connection per decision",
+		open:  openRatekeeper(redisstore.WithAutoPipelining(false)),
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
-		name:    "ratekeeper+denycache",
-		about:   "redisstore.WithDenyCache(100000): denials answered in process until they run out",
-		open:    openRatekeeper(redisstore.WithDenyCache(100_000)),
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper+denycache",
+		about: "redisstore.WithDenyCache(100000): denials answered in process until they run out",
+		open:  openRatekeeper(redisstore.WithDenyCache(100_000)),
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
-		name:    "ratekeeper-rueidis",
-		about:   "ratekeeper's token bucket script and ARGV sent by rueidis, whose auto-pipelining is on by default",
-		open:    openRueidis,
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper-rueidis",
+		about: "ratekeeper's token bucket script and ARGV sent by rueidis, whose auto-pipelining is on by default",
+		open:  openRueidis,
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
-		name:    "ratekeeper-gcra",
-		about:   "redisstore.New(client) with ratekeeper.GCRA, its one-integer policy",
-		open:    openRatekeeperGCRA,
-		cmds:    scriptCmds,
-		oneCall: true,
+		name:  "ratekeeper-gcra",
+		about: "redisstore.New(client) with ratekeeper.GCRA, its one-integer policy",
+		open:  openRatekeeperGCRA,
+		cmds:  scriptCmds,
+		// Its token bucket and GCRA GET their key once per decision.
+		decisionCmd: "get",
 	},
 	{
 		name:    "redis_rate",

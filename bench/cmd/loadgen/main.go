@@ -28,9 +28,9 @@
 // server time per decision (the usec in INFO commandstats of the commands
 // the library sends, reset with CONFIG RESETSTAT before each run), the CPU
 // time of Redis's main thread per decision, Redis commands per decision,
-// and errors; in hot mode also Redis calls per denied request. It then
-// measures the memory of one caller's key (MEMORY USAGE), and ends with
-// the line
+// and errors; in hot mode also the share of denials that Redis decided
+// (the rest were answered in process). It then measures the memory of one
+// caller's key (MEMORY USAGE), and ends with the line
 //
 //	ratio ratekeeper/redis_rate at conc=128: X.XX
 //
@@ -195,6 +195,7 @@ type sample struct {
 	p50, p99                           time.Duration
 	srvUsec                            float64 // commandstats usec
 	calls                              int64   // commands the library sent
+	inRedis                            int64   // decisions Redis ran; -1 unknown
 	cpuUsec                            float64 // Redis main thread
 	clientUsec                         float64 // this process
 }
@@ -325,6 +326,14 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 		return sample{}, err
 	}
 	s.srvUsec, s.calls = serverTime(l, stats)
+	switch {
+	case l.decisionCmd != "":
+		s.inRedis = stats[l.decisionCmd].calls
+	case l.oneCall:
+		s.inRedis = s.calls
+	default:
+		s.inRedis = -1
+	}
 	s.cpuUsec = cpu1 - cpu0
 	return s, nil
 }
@@ -432,6 +441,7 @@ func median(ss []sample) sample {
 	m.cpuUsec = n * perDec(func(s sample) float64 { return s.cpuUsec })
 	m.clientUsec = n * perDec(func(s sample) float64 { return s.clientUsec })
 	m.calls = int64(n * perDec(func(s sample) float64 { return float64(s.calls) }))
+	m.inRedis = int64(n * perDec(func(s sample) float64 { return float64(s.inRedis) }))
 	m.allowed = int64(n * perDec(func(s sample) float64 { return float64(s.allowed) }))
 	m.denied = n - m.allowed
 	for _, s := range ss {

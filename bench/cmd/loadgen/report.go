@@ -20,7 +20,7 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 	hot := mode == "hot"
 	fmt.Fprint(out, "| conc | library | decisions/s | × redis_rate | p50 µs | p99 µs | server µs/decision | Redis CPU µs/decision | client CPU µs/decision | commands/decision | allowed |")
 	if hot {
-		fmt.Fprint(out, " calls/denied |")
+		fmt.Fprint(out, " in Redis/denied |")
 	}
 	fmt.Fprint(out, " errors |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if hot {
@@ -42,7 +42,7 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 				perDecision(m.srvUsec, m.decisions), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
 				perDecision(float64(m.calls), m.decisions), 100*perDecision(float64(m.allowed), m.decisions))
 			if hot {
-				fmt.Fprintf(out, " %s |", callsPerDenied(l, m))
+				fmt.Fprintf(out, " %s |", inRedisPerDenied(m))
 			}
 			fmt.Fprintf(out, " %d |\n", m.errors)
 		}
@@ -50,14 +50,14 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 	fmt.Fprintln(out)
 }
 
-// callsPerDenied is what denials cost in Redis calls, for libraries that
-// make one call per decision: every allowed decision took one call, the
-// rest of the calls went to denials.
-func callsPerDenied(l lib, m sample) string {
-	if !l.oneCall || m.denied == 0 {
+// inRedisPerDenied is the share of denials that Redis decided: every
+// allowed decision ran in Redis, the rest of those Redis ran were
+// denials. Below 1, the library answered denials itself.
+func inRedisPerDenied(m sample) string {
+	if m.inRedis < 0 || m.denied == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f", float64(max(m.calls-m.allowed, 0))/float64(m.denied))
+	return fmt.Sprintf("%.3f", float64(max(m.inRedis-m.allowed, 0))/float64(m.denied))
 }
 
 func printMemory(out io.Writer, m memory) {
