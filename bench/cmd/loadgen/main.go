@@ -18,16 +18,18 @@
 //   - hot: every goroutine asks for the same caller, which is denied all
 //     but -rate times per second.
 //
-// Each run lasts -dur after a warm-up of -warmup. A round runs every
-// library once at every concurrency in every mode, in an order rotated from
-// round to round; after -rounds rounds loadgen prints the median of each
-// figure, and each ratio to another library as the median of the ratios
-// within a round, which the varying load of other work on a shared machine
-// moves least. Per library and
-// concurrency it reports decisions/s, p50 and p99 latency, the Redis
-// server time per decision (the usec in INFO commandstats of the commands
-// the library sends, reset with CONFIG RESETSTAT before each run), the CPU
-// time of Redis's main thread per decision, Redis commands per decision,
+// A round runs every library at every concurrency in every mode; each run
+// lasts -dur, in two halves, each after a warm-up of -warmup: the libraries
+// run in an order rotated from round to round, then in the reverse order,
+// so that a drift of the machine over the round weighs on all alike. After
+// -rounds rounds loadgen prints the median of each figure, and each ratio
+// to another library as the median of the ratios within a round, which the
+// varying load of other work on a shared machine moves least. Per library
+// and concurrency it reports decisions/s, p50 and p99 latency, the Redis
+// server time per decision and per call (the usec in INFO commandstats of
+// the commands the library sends, reset with CONFIG RESETSTAT before each
+// run), the CPU time of Redis's main thread per decision, Redis commands
+// per decision,
 // and errors; in hot mode also the share of denials that Redis decided
 // (the rest were answered in process). It then measures the memory of one
 // caller's key (MEMORY USAGE), and ends with the line
@@ -112,7 +114,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	addr := fs.String("redis", defAddr, "Redis `address`, on loopback (default $RATEKEEPER_REDIS_ADDR, else 127.0.0.1:6379)")
 	conc := fs.String("conc", "1,16,128", "comma-separated `goroutine counts`")
-	dur := fs.Duration("dur", 5*time.Second, "measured time of each run")
+	dur := fs.Duration("dur", 5*time.Second, "measured time of each run, in two halves")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
 	users := fs.Int("users", 10000, "number of distinct callers in allow mode")
 	names := fs.String("libs", "all", "comma-separated libraries, or all: "+libNames())
@@ -150,8 +152,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("-mode: %q is not allow, hot or both", *mode)
 	}
 	switch {
-	case cfg.dur <= 0 || cfg.dur > 10*time.Minute:
-		return config{}, errors.New("-dur must be positive and at most 10m")
+	case cfg.dur < 10*time.Millisecond || cfg.dur > 10*time.Minute:
+		return config{}, errors.New("-dur must be between 10ms and 10m")
 	case cfg.warmup < 0 || cfg.warmup > time.Minute:
 		return config{}, errors.New("-warmup must be from 0 to 1m")
 	case cfg.users < 1:
@@ -198,6 +200,28 @@ type sample struct {
 	inRedis                            int64   // decisions Redis ran; -1 unknown
 	cpuUsec                            float64 // Redis main thread
 	clientUsec                         float64 // this process
+	hist                               *histogram
+	elapsed                            time.Duration
+}
+
+// add merges o, a run of the same library in the same cell, into s.
+func (s *sample) add(o sample) {
+	s.decisions += o.decisions
+	s.allowed += o.allowed
+	s.denied += o.denied
+	s.errors += o.errors
+	s.srvUsec += o.srvUsec
+	s.calls += o.calls
+	s.inRedis += o.inRedis
+	if s.inRedis < 0 || o.inRedis < 0 {
+		s.inRedis = -1
+	}
+	s.cpuUsec += o.cpuUsec
+	s.clientUsec += o.clientUsec
+	s.elapsed += o.elapsed
+	s.hist.merge(o.hist)
+	s.rate = float64(s.decisions) / s.elapsed.Seconds()
+	s.p50, s.p99 = s.hist.quantile(0.50), s.hist.quantile(0.99)
 }
 
 // cell identifies the runs whose medians make one row.
@@ -208,7 +232,7 @@ type cell struct {
 }
 
 func run(cfg config, out, progress io.Writer) error {
-	perRun := cfg.warmup + cfg.dur
+	perRun := 2*cfg.warmup + cfg.dur // two halves, each warmed up
 	runs := cfg.rounds * len(cfg.modes) * len(cfg.conc) * len(cfg.libs)
 	// Every run ends on its own; this only bounds a Redis that hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(runs)*(perRun+10*time.Second)+time.Minute)
@@ -237,19 +261,38 @@ func run(cfg config, out, progress io.Writer) error {
 		defer closeFn()
 		deciders[i] = decide
 	}
-	fmt.Fprintf(progress, "%d runs of %v + %v warm-up: about %v\n", runs, cfg.dur, cfg.warmup, time.Duration(runs)*perRun)
+	fmt.Fprintf(progress, "%d runs of 2 × (%v warm-up + %v): about %v\n", runs, cfg.warmup, cfg.dur/2, time.Duration(runs)*perRun)
 
 	samples := make(map[cell][]sample)
 	for round := range cfg.rounds {
 		for _, mode := range cfg.modes {
 			for _, conc := range cfg.conc {
-				for k := range cfg.libs {
-					i := (k + round) % len(cfg.libs)
-					l := cfg.libs[i]
-					s, err := runOne(ctx, cfg, admin, l, deciders[i], mode, conc)
-					if err != nil {
-						return fmt.Errorf("%s %s conc=%d: %w", l.name, mode, conc, err)
+				// Each library runs twice, for half of -dur each: in an
+				// order rotated from round to round, then in the reverse
+				// order, so that a drift of the machine over the round
+				// weighs on every library alike.
+				order := make([]int, len(cfg.libs))
+				for k := range order {
+					order[k] = (k + round) % len(cfg.libs)
+				}
+				halves := make([]sample, len(cfg.libs))
+				for pass := range 2 {
+					for _, i := range order {
+						l := cfg.libs[i]
+						s, err := runOne(ctx, cfg, admin, l, deciders[i], mode, conc, cfg.dur/2)
+						if err != nil {
+							return fmt.Errorf("%s %s conc=%d: %w", l.name, mode, conc, err)
+						}
+						if pass == 0 {
+							halves[i] = s
+							continue
+						}
+						halves[i].add(s)
 					}
+					slices.Reverse(order)
+				}
+				for _, i := range order {
+					l, s := cfg.libs[i], halves[i]
 					fmt.Fprintf(progress, "round %d/%d %-5s conc=%-4d %-22s %9.0f/s p50 %6dµs p99 %6dµs srv %5.1fµs errors %d\n",
 						round+1, cfg.rounds, mode, conc, l.name, s.rate, s.p50.Microseconds(), s.p99.Microseconds(),
 						perDecision(s.srvUsec, s.decisions), s.errors)
@@ -292,8 +335,8 @@ func run(cfg config, out, progress io.Writer) error {
 	return nil
 }
 
-// runOne warms lib up, then measures it for cfg.dur.
-func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide decideFunc, mode string, conc int) (sample, error) {
+// runOne warms lib up, then measures it for dur.
+func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide decideFunc, mode string, conc int, dur time.Duration) (sample, error) {
 	keys := []string{"loadgen:" + l.name + ":hot"}
 	if mode == "allow" {
 		keys = make([]string, cfg.users)
@@ -301,7 +344,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 			keys[i] = "loadgen:" + l.name + ":user:" + strconv.Itoa(i)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+cfg.dur+10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+dur+10*time.Second)
 	defer cancel()
 	drive(ctx, decide, keys, conc, cfg.warmup)
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
@@ -312,7 +355,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 		return sample{}, err
 	}
 	client0 := processMicros()
-	s, firstErr := drive(ctx, decide, keys, conc, cfg.dur)
+	s, firstErr := drive(ctx, decide, keys, conc, dur)
 	s.clientUsec = processMicros() - client0
 	if firstErr != nil {
 		log.Printf("%s %s conc=%d: %d errors, the first: %v", l.name, mode, conc, s.errors, firstErr)
@@ -393,8 +436,8 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur 
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	var s sample
-	var hist histogram
+	s := sample{hist: new(histogram), elapsed: elapsed}
+	hist := s.hist
 	var firstErr error
 	for i := range workers {
 		w := &workers[i]

@@ -18,11 +18,11 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 		fmt.Fprintf(out, "%d callers.\n\n", cfg.users)
 	}
 	hot := mode == "hot"
-	fmt.Fprint(out, "| conc | library | decisions/s | × redis_rate | p50 µs | p99 µs | server µs/decision | Redis CPU µs/decision | client CPU µs/decision | commands/decision | allowed |")
+	fmt.Fprint(out, "| conc | library | decisions/s | × redis_rate | p50 µs | p99 µs | server µs/decision | server µs/call | Redis CPU µs/decision | client CPU µs/decision | commands/decision | allowed |")
 	if hot {
 		fmt.Fprint(out, " in Redis/denied |")
 	}
-	fmt.Fprint(out, " errors |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(out, " errors |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if hot {
 		fmt.Fprint(out, "---:|")
 	}
@@ -37,9 +37,9 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 			if r, ok := res.ratio(mode, conc, l.name, "redis_rate"); ok {
 				vs = fmt.Sprintf("%.2f", r)
 			}
-			fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.2f | %.1f%% |",
+			fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f%% |",
 				conc, l.name, thousands(m.rate), vs, micros(m.p50), micros(m.p99),
-				perDecision(m.srvUsec, m.decisions), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
+				perDecision(m.srvUsec, m.decisions), perDecision(m.srvUsec, m.calls), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
 				perDecision(float64(m.calls), m.decisions), 100*perDecision(float64(m.allowed), m.decisions))
 			if hot {
 				fmt.Fprintf(out, " %s |", inRedisPerDenied(m))
