@@ -197,18 +197,18 @@ type group struct {
 func groupCalls(batch []*call, combine bool) []group {
 	groups := make([]group, 0, len(batch))
 	var byAlg []group // the calls of each algorithm, in the order they came
-	for _, c := range batch {
+	for i, c := range batch {
 		switch {
 		case c.abandoned.Load():
 		case combine && c.alg.batch != nil:
-			i := slices.IndexFunc(byAlg, func(g group) bool { return g.calls[0].alg == c.alg && len(g.calls) < maxCombined })
-			if i < 0 {
-				i = len(byAlg)
+			j := slices.IndexFunc(byAlg, func(g group) bool { return g.calls[0].alg == c.alg && len(g.calls) < maxCombined })
+			if j < 0 {
+				j = len(byAlg)
 				byAlg = append(byAlg, group{})
 			}
-			byAlg[i].calls = append(byAlg[i].calls, c)
-		default:
-			groups = append(groups, group{calls: []*call{c}, script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args})
+			byAlg[j].calls = append(byAlg[j].calls, c)
+		default: // a slice of batch: no allocation per call
+			groups = append(groups, group{calls: batch[i : i+1], script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args})
 		}
 	}
 	for _, same := range byAlg {
