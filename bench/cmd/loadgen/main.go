@@ -212,9 +212,10 @@ func (s *sample) add(o sample) {
 	s.errors += o.errors
 	s.srvUsec += o.srvUsec
 	s.calls += o.calls
-	s.inRedis += o.inRedis
 	if s.inRedis < 0 || o.inRedis < 0 {
-		s.inRedis = -1
+		s.inRedis = -1 // unknown
+	} else {
+		s.inRedis += o.inRedis
 	}
 	s.cpuUsec += o.cpuUsec
 	s.clientUsec += o.clientUsec
