@@ -461,7 +461,10 @@ func TestIPv6Prefix(t *testing.T) {
 	})
 }
 
-func TestIPv4Mapped(t *testing.T) {
+// TestEmbeddedIPv4: IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d)
+// and IPv4-compatible (::a.b.c.d) addresses key as the IPv4 clients they
+// carry: never masked into one /64 that every IPv4 client would share.
+func TestEmbeddedIPv4(t *testing.T) {
 	backends(t, slow(1), nil, func(t *testing.T, b backend) {
 		h := Middleware(b.lim, unhurried)(okHandler)
 		for _, tt := range []struct {
@@ -469,16 +472,21 @@ func TestIPv4Mapped(t *testing.T) {
 			want   int
 		}{
 			{"[::ffff:192.0.2.1]:1", 200},
-			{"192.0.2.1:2", 429},          // the same client
-			{"[::ffff:192.0.2.2]:3", 200}, // a distinct client, never masked into one /64
-			{"[::ffff:198.51.100.1]:4", 200},
+			{"192.0.2.1:2", 429},            // the same client
+			{"[64:ff9b::192.0.2.1]:3", 429}, // the same client, through NAT64
+			{"[64:ff9b::c000:201]:4", 429},  // and again, in hex
+			{"[::192.0.2.1]:5", 429},        // the same client, IPv4-compatible
+			{"[::ffff:192.0.2.2]:6", 200},   // distinct clients
+			{"[64:ff9b::192.0.2.3]:7", 200},
+			{"[::192.0.2.4]:8", 200},
+			{"[64:ff9b::198.51.100.1]:9", 200},
 		} {
 			if w := serve(h, tt.remote, nil); w.Code != tt.want {
 				t.Errorf("%s: status %d, want %d", tt.remote, w.Code, tt.want)
 			}
 		}
-		if n := b.keys(); n != 3 {
-			t.Errorf("the store holds %d keys, want 3", n)
+		if n := b.keys(); n != 5 {
+			t.Errorf("the store holds %d keys, want 5", n)
 		}
 	})
 }

@@ -64,8 +64,9 @@ var defaultHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
 
 // ClientIP returns a KeyFunc that keys requests on the client's IP
 // address, "ip:203.0.113.7", with IPv6 clients keyed on their /64,
-// "ip:2001:db8:1:2::/64". IPv4-mapped IPv6 addresses are keyed as the IPv4
-// addresses they are.
+// "ip:2001:db8:1:2::/64". IPv6 addresses that embed an IPv4 one
+// (IPv4-mapped ::ffff:a.b.c.d, NAT64 64:ff9b::a.b.c.d, IPv4-compatible
+// ::a.b.c.d) are keyed as the IPv4 addresses they carry.
 //
 // The client is the peer (Request.RemoteAddr) unless the peer is one of
 // trustedProxies (CIDRs, or single addresses). Then X-Forwarded-For,
@@ -134,9 +135,11 @@ func parseTrusted(s string) (netip.Prefix, error) {
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
 	p = p.Masked()
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		// Peers are unmapped before they are compared.
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	if a := p.Addr(); a.Is6() && p.Bits() >= 96 {
+		// Peers are unwrapped before they are compared.
+		if u := unwrap(a); u.Is4() {
+			p = netip.PrefixFrom(u, p.Bits()-96)
+		}
 	}
 	return p, nil
 }
@@ -201,8 +204,8 @@ func (c *clientIP) forwarded(h http.Header, peer netip.Addr) (netip.Addr, error)
 // parseNode parses a client address as RemoteAddr and the forwarding
 // headers write it: an IP address, with or without a port
 // ("192.0.2.1:443", "[2001:db8::1]:443", "2001:db8::1", "[2001:db8::1]").
-// It unwraps IPv4-mapped addresses and drops zones, so that one client has
-// one form.
+// It drops zones and unwraps IPv4 addresses embedded in IPv6 ones, so
+// that one client has one form.
 func parseNode(s string) (netip.Addr, error) {
 	host, port, hasPort := s, "", false
 	if strings.HasPrefix(s, "[") {
@@ -234,7 +237,28 @@ func parseNode(s string) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 	}
-	return a.Unmap().WithZone(""), nil
+	return unwrap(a.WithZone("")), nil
+}
+
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052's well-known prefix
+	compat = netip.MustParsePrefix("::/96")        // IPv4-compatible, RFC 4291
+)
+
+// unwrap returns the IPv4 address that an IPv6 address without a zone
+// carries, if it is IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d)
+// or IPv4-compatible (::a.b.c.d, but not :: or ::1), and a otherwise.
+// Keyed on their /64, all the IPv4 clients seen in one of these forms
+// would share one bucket.
+func unwrap(a netip.Addr) netip.Addr {
+	switch {
+	case a.Is4In6():
+		return a.Unmap()
+	case nat64.Contains(a), compat.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
+		b := a.As16()
+		return netip.AddrFrom4([4]byte(b[12:]))
+	}
+	return a
 }
 
 // validPort accepts a port number, or an obfuscated port of RFC 7239

@@ -17,7 +17,7 @@ func request(remote string, header http.Header) *http.Request {
 }
 
 func TestClientIP(t *testing.T) {
-	trusted := ClientIP("10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.10", "::ffff:172.16.0.0/108")
+	trusted := ClientIP("10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.10", "::ffff:172.16.0.0/108", "64:ff9b::192.168.0.0/112")
 	tests := []struct {
 		name    string
 		f       KeyFunc
@@ -33,6 +33,15 @@ func TestClientIP(t *testing.T) {
 		{name: "v6 in brackets", remote: "[2001:db8:1:2::9]", want: "ip:2001:db8:1:2::/64"},
 		{name: "v6 zone dropped", remote: "[fe80::1%eth0]:80", want: "ip:fe80::/64"},
 		{name: "v4-mapped unwrapped", remote: "[::ffff:198.51.100.1]:80", want: "ip:198.51.100.1"},
+		{name: "NAT64 unwrapped", remote: "[64:ff9b::198.51.100.1]:80", want: "ip:198.51.100.1"},
+		{name: "NAT64 in hex unwrapped", remote: "64:ff9b::c633:6401", want: "ip:198.51.100.1"},
+		{name: "NAT64 with a zone unwrapped", remote: "[64:ff9b::198.51.100.1%eth0]:80", want: "ip:198.51.100.1"},
+		{name: "v4-compatible unwrapped", remote: "[::198.51.100.1]:80", want: "ip:198.51.100.1"},
+		{name: "v4-compatible low address unwrapped", remote: "[::2]:80", want: "ip:0.0.0.2"},
+		{name: "loopback ::1 stays IPv6", remote: "[::1]:80", want: "ip:::/64"},
+		{name: "unspecified :: stays IPv6", remote: "[::]:80", want: "ip:::/64"},
+		{name: "NAT64 local-use prefix stays IPv6", remote: "[64:ff9b:1::198.51.100.1]:80", want: "ip:64:ff9b:1::/64"},
+		{name: "beyond the NAT64 /96 stays IPv6", remote: "[64:ff9b::1:c633:6401]:80", want: "ip:64:ff9b::/64"},
 		{name: "garbage", remote: "not an address", wantErr: "RemoteAddr"},
 		{name: "empty", remote: "", wantErr: "RemoteAddr"},
 		{name: "unix socket", remote: "@", wantErr: "RemoteAddr"},
@@ -69,6 +78,12 @@ func TestClientIP(t *testing.T) {
 		{name: "XFF: v4-mapped peer trusted", f: trusted, remote: "[::ffff:10.0.0.1]:1",
 			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
 		{name: "XFF: v4-mapped CIDR trusted", f: trusted, remote: "172.16.0.5:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
+		{name: "XFF: NAT64 client unwrapped", f: trusted, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"64:ff9b::198.51.100.1, [::198.51.100.2]:80"}}, want: "ip:198.51.100.2"},
+		{name: "XFF: NAT64 peer trusted", f: trusted, remote: "[64:ff9b::192.168.3.4]:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
+		{name: "XFF: NAT64 CIDR matches the IPv4 peer", f: trusted, remote: "192.168.3.4:1",
 			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
 		{name: "XFF: unknown where the client should be", f: trusted, remote: "10.0.0.1:1",
 			header: http.Header{"X-Forwarded-For": {"198.51.100.1, unknown, 10.0.0.2"}}, wantErr: "unknown"},
