@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -76,6 +77,36 @@ func ExampleClientIP() {
 	// 203.0.113.7 200 0
 	// 203.0.113.7 429 0
 	// 198.51.100.4 200 1
+}
+
+// Behind nginx servers in 10.0.0.0/8 that set X-Real-IP and pass on
+// whatever X-Forwarded-For the client sent, each client is keyed on
+// X-Real-IP alone: the X-Forwarded-For it writes itself is never read.
+func ExampleNewClientIP() {
+	lim := perMinute(2)
+	key, err := httplimit.NewClientIP(httplimit.ClientIPConfig{
+		TrustedProxies: []string{"10.0.0.0/8"}, // our nginx servers
+		Header:         "X-Real-IP",            // proxy_set_header X-Real-IP $remote_addr;
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := httplimit.Middleware(lim, httplimit.WithKeyFunc(key))
+
+	h := limit(hello)
+	for _, spoofed := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "10.0.0.2:52100"          // nginx
+		r.Header.Set("X-Forwarded-For", spoofed) // from the client
+		r.Header.Set("X-Real-IP", "203.0.113.7") // from nginx
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(spoofed, w.Code)
+	}
+	// Output:
+	// 192.0.2.1 200
+	// 192.0.2.2 200
+	// 192.0.2.3 429
 }
 
 // Limit each API key, and answer requests without one with 400.

@@ -27,9 +27,9 @@ func checkKey(t *testing.T, key string) {
 }
 
 // FuzzClientIP: ClientIP never panics, always returns a well-formed key or
-// an error, ignores the forwarding headers of untrusted peers entirely, and
-// behind a trusted proxy keys on what the proxy appended, whatever the
-// client wrote before it.
+// an error, ignores the forwarding headers of untrusted peers entirely,
+// never reads any header but X-Forwarded-For, and behind a trusted proxy
+// keys on what the proxy appended, whatever the client wrote before it.
 func FuzzClientIP(f *testing.F) {
 	f.Add("203.0.113.7:1", "198.51.100.1", "198.51.100.2", "for=198.51.100.3")
 	f.Add("10.0.0.1:1", "1.1.1.1, 198.51.100.1", "", `for="[2001:db8::1]:80"`)
@@ -56,6 +56,9 @@ func FuzzClientIP(f *testing.F) {
 		got, err := key(request(remote, header))
 		if err == nil {
 			checkKey(t, got)
+		}
+		if only, onlyErr := key(request(remote, http.Header{"X-Forwarded-For": {xff}})); got != only || (err == nil) != (onlyErr == nil) {
+			t.Fatalf("peer %q: key %q, %v with X-Real-IP and Forwarded; %q, %v without", remote, got, err, only, onlyErr)
 		}
 		if !trusts(remote) {
 			bare, bareErr := key(request(remote, nil))
@@ -91,7 +94,10 @@ func FuzzForwarded(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	key := ClientIP("10.0.0.0/8")
+	key, err := NewClientIP(ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Header: "Forwarded"})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, line string) {
 		forwardedFor(line)
 		if got, err := key(request("10.0.0.1:1", http.Header{"Forwarded": {line}})); err == nil {

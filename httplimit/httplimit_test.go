@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -489,6 +490,80 @@ func TestEmbeddedIPv4(t *testing.T) {
 			t.Errorf("the store holds %d keys, want 5", n)
 		}
 	})
+}
+
+// TestProxies: behind each proxy of docs/http.md, configured as shown
+// there, a client that writes every forwarding header itself is keyed on
+// the address its proxy wrote: rotating what it writes neither evades its
+// limit nor draws on another client's.
+func TestProxies(t *testing.T) {
+	trusted := []string{"10.0.0.0/8"}
+	// How each proxy passes on the client it saw, leaving alone the
+	// headers it does not write.
+	appendXFF := func(h http.Header, client string) { // nginx $proxy_add_x_forwarded_for, Envoy, ALB
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			client = strings.Join(prior, ", ") + ", " + client
+		}
+		h.Set("X-Forwarded-For", client)
+	}
+	for _, p := range []struct {
+		name    string
+		header  string // ClientIPConfig.Header; "" is ClientIP's X-Forwarded-For
+		forward func(h http.Header, client string)
+	}{
+		{"nginx, X-Forwarded-For", "", appendXFF},
+		{"nginx, X-Real-IP only", "X-Real-IP", func(h http.Header, c string) { h.Set("X-Real-Ip", c) }},
+		{"Envoy", "", appendXFF},
+		{"HAProxy, option forwardfor", "", func(h http.Header, c string) { h.Add("X-Forwarded-For", c) }},
+		{"HAProxy, option forwarded", "Forwarded", func(h http.Header, c string) { h.Add("Forwarded", "for="+c) }},
+		{"Cloudflare", "CF-Connecting-IP", func(h http.Header, c string) {
+			appendXFF(h, c)
+			h.Set("Cf-Connecting-Ip", c)
+		}},
+		{"AWS ALB", "", appendXFF},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			key := ClientIP(trusted...)
+			if p.header != "" {
+				var err error
+				if key, err = NewClientIP(ClientIPConfig{TrustedProxies: trusted, Header: p.header}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			backends(t, slow(5), nil, func(t *testing.T, b backend) {
+				h := Middleware(b.lim, unhurried, WithKeyFunc(key))(okHandler)
+				allowed := 0
+				for i := range 50 {
+					spoof := fmt.Sprintf("198.18.%d.%d", i/200, i%200+1)
+					header := http.Header{
+						"X-Forwarded-For":  {spoof},
+						"X-Real-Ip":        {spoof},
+						"Forwarded":        {"for=" + spoof},
+						"Cf-Connecting-Ip": {spoof},
+					}
+					p.forward(header, "198.51.100.23")
+					if k, err := key(request("10.1.2.3:4444", header)); err != nil || k != "ip:198.51.100.23" {
+						t.Fatalf("headers %v: key %q, %v; want ip:198.51.100.23", header, k, err)
+					}
+					if w := serve(h, "10.1.2.3:4444", header); w.Code == http.StatusOK {
+						allowed++
+					}
+				}
+				if allowed != 5 {
+					t.Errorf("%d requests allowed, want 5", allowed)
+				}
+				// Another client behind the same proxy has a bucket of its own.
+				header := http.Header{}
+				p.forward(header, "198.51.100.24")
+				if w := serve(h, "10.1.2.3:4444", header); w.Code != http.StatusOK {
+					t.Errorf("another client: status %d", w.Code)
+				}
+				if n := b.keys(); n != 2 {
+					t.Errorf("the store holds %d keys, want 2", n)
+				}
+			})
+		})
+	}
 }
 
 // TestNoKey: requests that cannot be keyed or priced get 400, and never

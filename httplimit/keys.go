@@ -45,22 +45,19 @@ const DefaultIPv6Prefix = 64
 type ClientIPConfig struct {
 	// TrustedProxies are the CIDRs ("10.0.0.0/8", "2001:db8::/32") or
 	// single addresses of the proxies in front of the server. A request's
-	// forwarding headers are read only when its peer is one of them.
+	// forwarding header is read only when its peer is one of them.
 	TrustedProxies []string
-	// Headers are the forwarding headers to read, in order of preference:
-	// the first one present in a request is used. The default is
-	// X-Forwarded-For, X-Real-IP, Forwarded. List only the headers your
-	// proxies set: a proxy passes on those it does not set, and a client
-	// can put any address in them. Forwarded is parsed as RFC 7239; any
-	// other header as a comma-separated list of addresses, like
-	// X-Forwarded-For.
-	Headers []string
+	// Header is the one forwarding header that the trusted proxies write
+	// the client's address in: X-Forwarded-For if empty. No other header
+	// is ever read, since a proxy passes on the headers it does not set
+	// with whatever address a client wrote in them. Forwarded is parsed as
+	// RFC 7239; any other header (X-Real-IP, CF-Connecting-IP...) as a
+	// comma-separated list of addresses, like X-Forwarded-For.
+	Header string
 	// IPv6Prefix is the length of the prefix that IPv6 clients are keyed on,
 	// 1 to 128; 0 means DefaultIPv6Prefix.
 	IPv6Prefix int
 }
-
-var defaultHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
 
 // ClientIP returns a KeyFunc that keys requests on the client's IP
 // address, "ip:203.0.113.7", with IPv6 clients keyed on their /64,
@@ -69,14 +66,19 @@ var defaultHeaders = []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"}
 // ::a.b.c.d) are keyed as the IPv4 addresses they carry.
 //
 // The client is the peer (Request.RemoteAddr) unless the peer is one of
-// trustedProxies (CIDRs, or single addresses). Then X-Forwarded-For,
-// X-Real-IP or Forwarded, the first present, is read from right to left,
-// as the proxies appended to it: trusted proxies are skipped, and the
-// first address that is not one is the client. Entries further left were
-// written by the client and are ignored. If every entry is a trusted
-// proxy, the leftmost is the client. An entry that is not an IP address
+// trustedProxies (CIDRs, or single addresses). Then X-Forwarded-For, and
+// no other header, is read from right to left, as the proxies appended to
+// it: trusted proxies are skipped, and the first address that is not one
+// is the client. Entries further left were written by the client and are
+// ignored. If every entry is a trusted proxy, the leftmost is the client;
+// without the header, the peer is. An entry that is not an IP address
 // (such as "unknown") where the client should be is an error, since any
 // address left of it could be forged.
+//
+// Use ClientIP only behind proxies that append the client to
+// X-Forwarded-For. A proxy that writes another header instead (X-Real-IP,
+// Forwarded, CF-Connecting-IP) passes on the X-Forwarded-For that the
+// client wrote: name its header in NewClientIP's ClientIPConfig.Header.
 //
 // Without trustedProxies, every client behind a proxy shares the proxy's
 // bucket. ClientIP panics if an element of trustedProxies is neither a
@@ -93,7 +95,7 @@ func ClientIP(trustedProxies ...string) KeyFunc {
 // NewClientIP returns a KeyFunc like ClientIP's, configured by cfg, or an
 // error if cfg is invalid.
 func NewClientIP(cfg ClientIPConfig) (KeyFunc, error) {
-	c := &clientIP{bits: DefaultIPv6Prefix, headers: defaultHeaders}
+	c := &clientIP{bits: DefaultIPv6Prefix, header: "X-Forwarded-For"}
 	if cfg.IPv6Prefix != 0 {
 		if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
 			return nil, fmt.Errorf("httplimit: IPv6 prefix length %d is not between 1 and 128", cfg.IPv6Prefix)
@@ -107,14 +109,13 @@ func NewClientIP(cfg ClientIPConfig) (KeyFunc, error) {
 		}
 		c.trusted = append(c.trusted, p)
 	}
-	if len(cfg.Headers) > 0 {
-		c.headers = make([]string, len(cfg.Headers))
-		for i, h := range cfg.Headers {
-			if h == "" {
-				return nil, errors.New("httplimit: empty forwarding header name")
+	if cfg.Header != "" {
+		for i := 0; i < len(cfg.Header); i++ {
+			if !isTchar(cfg.Header[i]) {
+				return nil, fmt.Errorf("httplimit: forwarding header %q is not a header name", cfg.Header)
 			}
-			c.headers[i] = textproto.CanonicalMIMEHeaderKey(h)
 		}
+		c.header = textproto.CanonicalMIMEHeaderKey(cfg.Header)
 	}
 	return c.key, nil
 }
@@ -146,8 +147,8 @@ func parseTrusted(s string) (netip.Prefix, error) {
 
 type clientIP struct {
 	trusted []netip.Prefix
-	headers []string // canonical
-	bits    int      // of IPv6 keys
+	header  string // canonical
+	bits    int    // of IPv6 keys
 }
 
 func (c *clientIP) key(r *http.Request) (string, error) {
@@ -179,26 +180,20 @@ func (c *clientIP) trusts(a netip.Addr) bool {
 // forwarded returns the client that a trusted peer forwarded the request
 // for, or the peer itself if it forwarded nothing.
 func (c *clientIP) forwarded(h http.Header, peer netip.Addr) (netip.Addr, error) {
-	for _, name := range c.headers {
-		lines := h[name]
-		if len(lines) == 0 {
-			continue
-		}
-		w := walk{trusts: c.trusts}
-		var err error
-		if name == "Forwarded" {
-			err = w.forwarded(lines)
-		} else {
-			err = w.list(lines)
-		}
-		if err != nil {
-			return netip.Addr{}, fmt.Errorf("httplimit: %s: %w", name, err)
-		}
-		if w.addr.IsValid() {
-			return w.addr, nil
-		}
+	w := walk{trusts: c.trusts}
+	var err error
+	if c.header == "Forwarded" {
+		err = w.forwarded(h[c.header])
+	} else {
+		err = w.list(h[c.header])
 	}
-	return peer, nil
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("httplimit: %s: %w", c.header, err)
+	}
+	if !w.addr.IsValid() {
+		return peer, nil
+	}
+	return w.addr, nil
 }
 
 // parseNode parses a client address as RemoteAddr and the forwarding

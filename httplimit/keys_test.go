@@ -17,7 +17,16 @@ func request(remote string, header http.Header) *http.Request {
 }
 
 func TestClientIP(t *testing.T) {
-	trusted := ClientIP("10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.10", "::ffff:172.16.0.0/108", "64:ff9b::192.168.0.0/112")
+	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.10", "::ffff:172.16.0.0/108", "64:ff9b::192.168.0.0/112"}
+	trusted := ClientIP(proxies...)
+	named := func(header string) KeyFunc {
+		f, err := NewClientIP(ClientIPConfig{TrustedProxies: proxies, Header: header})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	realIP, fwd, cf := named("x-real-ip"), named("Forwarded"), named("CF-Connecting-IP")
 	tests := []struct {
 		name    string
 		f       KeyFunc
@@ -53,6 +62,8 @@ func TestClientIP(t *testing.T) {
 		{name: "untrusted peer: garbage headers ignored", f: trusted, remote: "203.0.113.7:1",
 			header: http.Header{"X-Forwarded-For": {"garbage"}, "Forwarded": {`for="`}},
 			want:   "ip:203.0.113.7"},
+		{name: "untrusted peer: garbage Forwarded ignored", f: fwd, remote: "203.0.113.7:1",
+			header: http.Header{"Forwarded": {`for="`}}, want: "ip:203.0.113.7"},
 		{name: "no trust configured", remote: "10.0.0.1:1",
 			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}}, want: "ip:10.0.0.1"},
 		{name: "trusted peer without headers", f: trusted, remote: "10.0.0.1:1", want: "ip:10.0.0.1"},
@@ -90,40 +101,58 @@ func TestClientIP(t *testing.T) {
 		{name: "XFF: garbage where the client should be", f: trusted, remote: "10.0.0.1:1",
 			header: http.Header{"X-Forwarded-For": {"198.51.100.1, 1.2.3"}}, wantErr: "X-Forwarded-For"},
 
-		{name: "X-Real-IP", f: trusted, remote: "10.0.0.1:1",
-			header: http.Header{"X-Real-Ip": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
-		{name: "X-Forwarded-For preferred to X-Real-IP", f: trusted, remote: "10.0.0.1:1",
-			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}}, want: "ip:198.51.100.1"},
-		{name: "X-Real-IP preferred to Forwarded", f: trusted, remote: "10.0.0.1:1",
-			header: http.Header{"Forwarded": {"for=198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}}, want: "ip:198.51.100.2"},
+		{name: "default: X-Real-IP never read", f: trusted, remote: "10.0.0.1:1",
+			header: http.Header{"X-Real-Ip": {"198.51.100.1"}}, want: "ip:10.0.0.1"},
+		{name: "default: Forwarded never read", f: trusted, remote: "10.0.0.1:1",
+			header: http.Header{"Forwarded": {"for=198.51.100.1"}}, want: "ip:10.0.0.1"},
+		{name: "default: CF-Connecting-IP never read", f: trusted, remote: "10.0.0.1:1",
+			header: http.Header{"Cf-Connecting-Ip": {"198.51.100.1"}}, want: "ip:10.0.0.1"},
+		{name: "default: X-Forwarded-For only", f: trusted, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Real-Ip": {"198.51.100.2"}, "Forwarded": {"for=198.51.100.3"}},
+			want:   "ip:198.51.100.1"},
 
-		{name: "Forwarded", f: trusted, remote: "10.0.0.1:1",
+		{name: "X-Real-IP", f: realIP, remote: "10.0.0.1:1",
+			header: http.Header{"X-Real-Ip": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
+		{name: "X-Real-IP: the client's X-Forwarded-For never read", f: realIP, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.66"}, "X-Real-Ip": {"198.51.100.1"}}, want: "ip:198.51.100.1"},
+		{name: "X-Real-IP absent: the peer, whatever else is sent", f: realIP, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.66"}, "Forwarded": {"for=198.51.100.67"}}, want: "ip:10.0.0.1"},
+		{name: "X-Real-IP from an untrusted peer ignored", f: realIP, remote: "203.0.113.7:1",
+			header: http.Header{"X-Real-Ip": {"198.51.100.1"}}, want: "ip:203.0.113.7"},
+		{name: "X-Real-IP: unknown", f: realIP, remote: "10.0.0.1:1",
+			header: http.Header{"X-Real-Ip": {"unknown"}}, wantErr: "X-Real-Ip"},
+		{name: "CF-Connecting-IP", f: cf, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.66"}, "Cf-Connecting-Ip": {"2001:db8:1:2::1"}}, want: "ip:2001:db8:1:2::/64"},
+		{name: "Forwarded: the client's X-Forwarded-For never read", f: fwd, remote: "10.0.0.1:1",
+			header: http.Header{"X-Forwarded-For": {"198.51.100.66"}, "X-Real-Ip": {"198.51.100.67"}}, want: "ip:10.0.0.1"},
+
+		{name: "Forwarded", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {"for=192.0.2.60;proto=http;by=203.0.113.43"}}, want: "ip:192.0.2.60"},
-		{name: "Forwarded: quoted v6 with port", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: quoted v6 with port", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`For="[2001:db8:cafe::17]:4711"`}}, want: "ip:2001:db8:cafe::/64"},
-		{name: "Forwarded: unquoted v6", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: unquoted v6", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for=2001:db8:cafe::17`}}, want: "ip:2001:db8:cafe::/64"},
-		{name: "Forwarded: elements right to left", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: elements right to left", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for=198.51.100.9, for=198.51.100.1;proto=https, for="10.0.0.2:80"`}}, want: "ip:198.51.100.1"},
-		{name: "Forwarded: lines concatenated", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: lines concatenated", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for=198.51.100.1`, `for=10.0.0.2`}}, want: "ip:198.51.100.1"},
-		{name: "Forwarded: malformed line left of the client is never read", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: malformed line left of the client is never read", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for="unterminated`, `for=198.51.100.1`}}, want: "ip:198.51.100.1"},
-		{name: "Forwarded: escapes in quoted string", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: escapes in quoted string", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`proto="h\"t\\p";for="198.51.100.1"`}}, want: "ip:198.51.100.1"},
-		{name: "Forwarded: unknown", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: unknown", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {"for=198.51.100.1, for=unknown"}}, wantErr: "unknown"},
-		{name: "Forwarded: obfuscated", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: obfuscated", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for=198.51.100.1, for="_hidden:_port"`}}, wantErr: "obfuscated"},
-		{name: "Forwarded: obfuscated port", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: obfuscated port", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for="198.51.100.1:_x9"`}}, want: "ip:198.51.100.1"},
-		{name: "Forwarded: element without for", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: element without for", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {"for=198.51.100.1, proto=https"}}, wantErr: "no for="},
-		{name: "Forwarded: two for parameters", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: two for parameters", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {"for=198.51.100.1;for=198.51.100.2"}}, wantErr: "two for="},
-		{name: "Forwarded: unterminated", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: unterminated", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for="198.51.100.1`}}, wantErr: "unterminated"},
-		{name: "Forwarded: malformed", f: trusted, remote: "10.0.0.1:1",
+		{name: "Forwarded: malformed", f: fwd, remote: "10.0.0.1:1",
 			header: http.Header{"Forwarded": {`for 198.51.100.1`}}, wantErr: "malformed"},
 	}
 	for _, tt := range tests {
@@ -149,7 +178,7 @@ func TestClientIP(t *testing.T) {
 func TestNewClientIP(t *testing.T) {
 	onlyForwarded, err := NewClientIP(ClientIPConfig{
 		TrustedProxies: []string{"10.0.0.0/8"},
-		Headers:        []string{"forwarded"},
+		Header:         "forwarded",
 		IPv6Prefix:     48,
 	})
 	if err != nil {
@@ -160,7 +189,7 @@ func TestNewClientIP(t *testing.T) {
 		"Forwarded":       {`for="[2001:db8:1:2::1]"`},
 	})
 	if got, err := onlyForwarded(r); err != nil || got != "ip:2001:db8:1::/48" {
-		t.Errorf("Headers: Forwarded, IPv6Prefix: 48: got %q, %v", got, err)
+		t.Errorf("Header: Forwarded, IPv6Prefix: 48: got %q, %v", got, err)
 	}
 
 	full, err := NewClientIP(ClientIPConfig{IPv6Prefix: 128})
@@ -177,7 +206,9 @@ func TestNewClientIP(t *testing.T) {
 		{TrustedProxies: []string{""}},
 		{IPv6Prefix: 129},
 		{IPv6Prefix: -1},
-		{Headers: []string{""}},
+		{Header: "X-Real-IP, X-Forwarded-For"},
+		{Header: "X Real IP"},
+		{Header: "X-Real-IP:"},
 	} {
 		if _, err := NewClientIP(cfg); err == nil {
 			t.Errorf("NewClientIP(%+v) = nil error", cfg)
