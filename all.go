@@ -1,17 +1,11 @@
 package ratekeeper
 
 import (
-	"fmt"
-	"time"
-	"unicode"
-	"unicode/utf8"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// MaxParts is the largest number of policies All combines.
-const MaxParts = 8
-
 // MaxNameLen is the longest policy name, in bytes.
-const MaxNameLen = 64
+const MaxNameLen = driver.MaxNameLen
 
 // All combines policies into one, which admits a request only when every
 // one of them does: 10 per second and 1,000 per day, say. Each decision is
@@ -26,24 +20,24 @@ const MaxNameLen = 64
 //
 // Each policy has a name, for Results, response headers and metrics: the
 // one given with Named, else its algorithm's. Names must differ, so name
-// two policies of one algorithm. Nested Alls are flattened; up to MaxParts
+// two policies of one algorithm. Nested Alls are flattened; up to 8
 // policies.
 func All(policies ...Policy) Policy { return all(policies) }
 
 type all []Policy
 
 // Spec validates every policy and returns the combination's Spec.
-func (a all) Spec() (Spec, error) {
-	s := Spec{Algorithm: AlgorithmAll, Name: AlgorithmAll}
+func (a all) Spec() (driver.Spec, error) {
+	s := driver.Spec{Algorithm: driver.AlgorithmAll, Name: driver.AlgorithmAll}
 	for i, p := range a {
 		if p == nil {
-			return Spec{}, fmt.Errorf("%w: All: policy %d is nil", ErrInvalidPolicy, i)
+			return driver.Spec{}, policyError("All", "", "policy %d is nil", i)
 		}
 		ps, err := p.Spec()
 		if err != nil {
-			return Spec{}, err
+			return driver.Spec{}, err
 		}
-		if ps.Algorithm != AlgorithmAll {
+		if ps.Algorithm != driver.AlgorithmAll {
 			if ps.Name == "" {
 				ps.Name = ps.Algorithm
 			}
@@ -52,49 +46,19 @@ func (a all) Spec() (Spec, error) {
 		}
 		s.Parts = append(s.Parts, ps.Parts...)
 	}
-	if len(s.Parts) > 0 {
-		s.MaxCost = s.Parts[0].MaxCost
-		for _, p := range s.Parts[1:] {
-			s.MaxCost = min(s.MaxCost, p.MaxCost)
-		}
+	if len(s.Parts) == 0 || len(s.Parts) > driver.MaxParts {
+		return driver.Spec{}, policyError("All", "", "combines 1 to %d policies, not %d", driver.MaxParts, len(s.Parts))
 	}
-	return s, validateAll(&s)
-}
-
-// validateAll checks an All Spec: 1 to MaxParts valid parts, none an All,
-// with distinct names, and the smallest of their MaxCosts as its own.
-func validateAll(s *Spec) error {
-	if len(s.Parts) == 0 || len(s.Parts) > MaxParts {
-		return fmt.Errorf("%w: All combines 1 to %d policies, not %d", ErrInvalidPolicy, MaxParts, len(s.Parts))
-	}
-	if s.Limit != 0 || s.Window != 0 || s.Params != ([4]int64{}) {
-		return fmt.Errorf("%w: an All spec has no Limit, Window or Params of its own", ErrInvalidPolicy)
-	}
-	maxCost := int64(-1)
+	s.MaxCost = s.Parts[0].MaxCost
 	for i, p := range s.Parts {
-		if p.Algorithm == AlgorithmAll {
-			return fmt.Errorf("%w: All: policy %q is itself an All", ErrInvalidPolicy, p.Name)
-		}
-		if p.Name == "" {
-			return fmt.Errorf("%w: All: policy %d has no name", ErrInvalidPolicy, i)
-		}
-		if err := p.Validate(); err != nil {
-			return err
-		}
+		s.MaxCost = min(s.MaxCost, p.MaxCost)
 		for _, q := range s.Parts[:i] {
 			if q.Name == p.Name {
-				return fmt.Errorf("%w: All: two policies are named %q; name them apart with ratekeeper.Named",
-					ErrInvalidPolicy, p.Name)
+				return driver.Spec{}, policyError("All", "", "two policies are named %q; name them apart with ratekeeper.Named", p.Name)
 			}
 		}
-		if maxCost < 0 || p.MaxCost < maxCost {
-			maxCost = p.MaxCost
-		}
 	}
-	if s.MaxCost != maxCost {
-		return fmt.Errorf("%w: All MaxCost %d is not the smallest of its policies' (%d)", ErrInvalidPolicy, s.MaxCost, maxCost)
-	}
-	return nil
+	return s, nil
 }
 
 // Named gives policy a name, used in Results, response headers and
@@ -108,116 +72,14 @@ type named struct {
 }
 
 // Spec returns the policy's Spec under the name.
-func (n named) Spec() (Spec, error) {
+func (n named) Spec() (driver.Spec, error) {
 	if n.policy == nil {
-		return Spec{}, fmt.Errorf("%w: Named(%q): nil Policy", ErrInvalidPolicy, n.name)
+		return driver.Spec{}, policyError("Named", "", "(%q): nil Policy", n.name)
 	}
-	if err := checkName(n.name, false); err != nil {
-		return Spec{}, err
+	if why := driver.CheckName(n.name); why != "" {
+		return driver.Spec{}, policyError("Named", "", "name %s", why)
 	}
 	s, err := n.policy.Spec()
 	s.Name = n.name
 	return s, err
-}
-
-// checkName rejects names that would be awkward in a header, a metric
-// label or a Redis key; an empty name is allowed unless required.
-func checkName(name string, allowEmpty bool) error {
-	if name == "" {
-		if allowEmpty {
-			return nil
-		}
-		return fmt.Errorf("%w: empty name", ErrInvalidPolicy)
-	}
-	if len(name) > MaxNameLen {
-		return fmt.Errorf("%w: name of %d bytes is longer than %d", ErrInvalidPolicy, len(name), MaxNameLen)
-	}
-	if !utf8.ValidString(name) {
-		return fmt.Errorf("%w: name %q is not valid UTF-8", ErrInvalidPolicy, name)
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("%w: name %q holds an unprintable character", ErrInvalidPolicy, name)
-		}
-	}
-	return nil
-}
-
-// StepAll is Step for an All Spec whose parts' states are kept apart, as
-// memstore keeps them: sts[i] is the state of s.Parts[i]. It first decides
-// every part without consuming; only if all allow does it take n from
-// each.
-func (s *Spec) StepAll(sts []*State, now, n int64) Result {
-	var buf [MaxParts]Result
-	parts := buf[:len(s.Parts)]
-	allowed := true
-	for i := range s.Parts {
-		p := &s.Parts[i]
-		parts[i] = p.step(sts[i], now, n, false).result(p)
-		allowed = allowed && parts[i].Allowed
-	}
-	if allowed && n > 0 {
-		for i := range s.Parts {
-			p := &s.Parts[i]
-			parts[i] = p.step(sts[i], now, n, true).result(p)
-		}
-	}
-	return s.Join(parts)
-}
-
-// Join builds an All Spec's Result from its parts' Results, in the order
-// of s.Parts: the binding part's Result (see All), allowed only if every
-// part allows, with the latest ResetAfter and a copy of parts as Parts.
-// When the request is denied, the parts that would have allowed it report
-// their state as it is, since nothing was taken.
-func (s Spec) Join(parts []Result) Result {
-	allowed := true
-	for _, p := range parts {
-		allowed = allowed && p.Allowed
-	}
-	b := 0 // the binding part
-	var resetAfter time.Duration
-	for i, p := range parts {
-		resetAfter = max(resetAfter, p.ResetAfter)
-		switch q := parts[b]; {
-		case allowed && p.Remaining < q.Remaining,
-			!allowed && !p.Allowed && (q.Allowed || p.RetryAfter > q.RetryAfter):
-			b = i
-		}
-	}
-	res := parts[b]
-	res.ResetAfter = resetAfter
-	res.Parts = append([]Result(nil), parts...)
-	return res
-}
-
-// StateName is the name under which stores keep a key's state for the
-// Spec: its Name, or "" when that is its algorithm's own. Limiters whose
-// policies share an algorithm and a StateName share the state of a key.
-func (s *Spec) StateName() string {
-	if s.Name == s.Algorithm {
-		return ""
-	}
-	return s.Name
-}
-
-// SpecKey is a comparable identity of a Spec, for stores that cache by
-// Spec: equal Specs have equal SpecKeys, except that All Specs are equal
-// only if they share their Parts, as the Specs of one Limiter do.
-type SpecKey struct {
-	algorithm, name string
-	limit, maxCost  int64
-	window          time.Duration
-	params          [4]int64
-	parts           *Spec
-	nparts          int
-}
-
-// Key returns the Spec's SpecKey.
-func (s *Spec) Key() SpecKey {
-	k := SpecKey{s.Algorithm, s.Name, s.Limit, s.MaxCost, s.Window, s.Params, nil, len(s.Parts)}
-	if len(s.Parts) > 0 {
-		k.parts = &s.Parts[0]
-	}
-	return k
 }

@@ -1,8 +1,9 @@
 package ratekeeper
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // FixedWindow allows Limit requests per Window, the window starting at a
@@ -17,58 +18,55 @@ type FixedWindow struct {
 	Window time.Duration
 }
 
-// Window parameters in Spec.Params, shared by the three window policies.
-const (
-	windowLimit  = iota
-	windowLength // microseconds
-)
+func init() {
+	driver.Register(driver.AlgorithmFixedWindow, driver.Algorithm{
+		Check: checkWindow, Step: stepFixedWindow, Short: "fw"})
+}
 
 // Spec validates the policy and returns its integer form: Params holds
-// Limit and Window in microseconds.
-func (p FixedWindow) Spec() (Spec, error) {
-	return windowSpec(AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, p.Window)
+// Limit as Capacity and Window as Interval, in microseconds.
+func (p FixedWindow) Spec() (driver.Spec, error) {
+	return windowSpec(driver.AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, p.Window, checkWindow)
 }
 
 // windowSpec builds the Spec of a window policy.
-func windowSpec(algorithm, name string, maxLimit, limit int64, window time.Duration) (Spec, error) {
+func windowSpec(algorithm, policy string, maxLimit, limit int64, window time.Duration,
+	check func(*driver.Spec) (int64, error)) (driver.Spec, error) {
 	if limit <= 0 || limit > maxLimit {
-		return Spec{}, fmt.Errorf("%w: %s Limit must be between 1 and %d, got %d", ErrInvalidPolicy, name, maxLimit, limit)
+		return driver.Spec{}, policyError(policy, "Limit", "must be between 1 and %d, got %d", maxLimit, limit)
 	}
-	w, err := micros(name+" Window", window)
+	w, err := micros(policy, "Window", window)
 	if err != nil {
-		return Spec{}, err
+		return driver.Spec{}, err
 	}
-	s := Spec{Algorithm: algorithm, Limit: limit, MaxCost: limit}
-	s.Params[windowLimit] = limit
-	s.Params[windowLength] = w
-	if err := validateWindow(&s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+	return withWindow(driver.Spec{
+		Algorithm: algorithm,
+		Limit:     limit,
+		MaxCost:   limit,
+		Params:    driver.Params{Capacity: limit, Interval: w},
+	}, check)
 }
 
-func validateWindow(s *Spec) error {
-	if s.Params[windowLimit] != s.Limit {
-		return fmt.Errorf("%w: %s limit parameter %d differs from its Limit %d", ErrInvalidPolicy, s.Algorithm, s.Params[windowLimit], s.Limit)
+// checkWindow checks the Spec of a window policy and returns its Window.
+func checkWindow(s *driver.Spec) (int64, error) {
+	if s.Params.Capacity != s.Limit || s.Params.Rate != 0 {
+		return 0, policyError(s.Algorithm, "", "limit parameter %d differs from its Limit %d", s.Params.Capacity, s.Limit)
 	}
-	if s.Algorithm == AlgorithmSlidingWindowLog && s.Limit > MaxLogLimit {
-		return fmt.Errorf("%w: sliding window log limit %d is above %d", ErrInvalidPolicy, s.Limit, MaxLogLimit)
-	}
-	return checkShape(s, s.Params[windowLength])
+	return s.Params.Interval, nil
 }
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
 // State: v[0] the count, v[1] the start of the window.
-func (s *Spec) stepFixedWindow(st *State, now, n int64, take bool) outcome {
-	limit, window := s.Params[windowLimit], s.Params[windowLength]
+func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcome {
+	limit, window := p.Capacity, p.Interval
 	count, start := int64(0), now
-	if st.live && now < st.v[1]+window {
-		count, start = st.v[0], st.v[1]
+	if st.Live && now < st.V[1]+window {
+		count, start = st.V[0], st.V[1]
 	}
 	allowed := count+want(n) <= limit
 	if allowed && take {
 		count += n
-		st.live, st.v[0], st.v[1] = true, count, start
+		st.Live, st.V[0], st.V[1] = true, count, start
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
@@ -77,5 +75,5 @@ func (s *Spec) stepFixedWindow(st *State, now, n int64, take bool) outcome {
 	if count > 0 {
 		resetAfter = start + window - now
 	}
-	return outcome{allowed, (limit - count) * Unit, retryAfter, resetAfter}
+	return outcome{allowed, (limit - count) * unit, retryAfter, resetAfter}
 }

@@ -1,8 +1,9 @@
 package ratekeeper
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // GCRA is the generic cell rate algorithm: Rate requests per Period, with
@@ -22,68 +23,68 @@ type GCRA struct {
 	Burst int64
 }
 
-// GCRA parameters in Spec.Params.
-const (
-	gcraInterval = iota // microseconds between requests
-	gcraBurst
-)
-
-// Spec validates the policy and returns its integer form: Params holds the
-// emission interval Period/Rate in microseconds, rounded up so that the
-// rate is never exceeded, and Burst.
-func (p GCRA) Spec() (Spec, error) {
-	if err := checkLimit("GCRA Rate", p.Rate); err != nil {
-		return Spec{}, err
-	}
-	period, err := micros("GCRA Period", p.Period)
-	if err != nil {
-		return Spec{}, err
-	}
-	if p.Rate > period {
-		return Spec{}, fmt.Errorf("%w: GCRA Rate %d per %v is more than one request per microsecond", ErrInvalidPolicy, p.Rate, p.Period)
-	}
-	if err := checkLimit("GCRA Burst", p.Burst); err != nil {
-		return Spec{}, err
-	}
-	s := Spec{Algorithm: AlgorithmGCRA, Limit: p.Burst, MaxCost: p.Burst}
-	s.Params[gcraInterval] = ceilDiv(period, p.Rate)
-	s.Params[gcraBurst] = p.Burst
-	if err := validateGCRA(&s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+func init() {
+	driver.Register(driver.AlgorithmGCRA, driver.Algorithm{
+		Check: checkGCRA, Step: stepGCRA, Short: "gcra"})
 }
 
-func validateGCRA(s *Spec) error {
-	interval, burst := s.Params[gcraInterval], s.Params[gcraBurst]
-	if burst != s.Limit {
-		return fmt.Errorf("%w: GCRA burst %d does not match its limit %d", ErrInvalidPolicy, burst, s.Limit)
+// Spec validates the policy and returns its integer form: Params holds
+// Burst as Capacity and the emission interval Period/Rate as Interval, in
+// microseconds, rounded up so that the rate is never exceeded.
+func (p GCRA) Spec() (driver.Spec, error) {
+	if err := checkLimit("GCRA", "Rate", p.Rate); err != nil {
+		return driver.Spec{}, err
+	}
+	period, err := micros("GCRA", "Period", p.Period)
+	if err != nil {
+		return driver.Spec{}, err
+	}
+	if p.Rate > period {
+		return driver.Spec{}, policyError("GCRA", "Rate", "%d per %v is more than one request per microsecond", p.Rate, p.Period)
+	}
+	if err := checkLimit("GCRA", "Burst", p.Burst); err != nil {
+		return driver.Spec{}, err
+	}
+	return withWindow(driver.Spec{
+		Algorithm: driver.AlgorithmGCRA,
+		Limit:     p.Burst,
+		MaxCost:   p.Burst,
+		Params:    driver.Params{Capacity: p.Burst, Interval: ceilDiv(period, p.Rate)},
+	}, checkGCRA)
+}
+
+// checkGCRA checks a GCRA Spec and returns its Window: the time to drain
+// a full burst.
+func checkGCRA(s *driver.Spec) (int64, error) {
+	interval, burst := s.Params.Interval, s.Params.Capacity
+	if burst != s.Limit || s.Params.Rate != 0 {
+		return 0, policyError(s.Algorithm, "", "burst %d does not match its limit %d", burst, s.Limit)
 	}
 	if interval <= 0 || interval > maxPeriodMicros/max(burst, 1) {
-		return fmt.Errorf("%w: GCRA burst of %d requests %dµs apart spans more than %v", ErrInvalidPolicy, burst, interval, MaxPeriod)
+		return 0, policyError("GCRA", "", "burst of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
 	}
-	return checkShape(s, burst*interval)
+	return burst * interval, nil
 }
 
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
-func (s *Spec) stepGCRA(st *State, now, n int64, take bool) outcome {
-	interval, burst := s.Params[gcraInterval], s.Params[gcraBurst]
+func stepGCRA(p driver.Params, st *state, now, n int64, take bool) outcome {
+	interval, burst := p.Interval, p.Capacity
 	tat := now
-	if st.live && st.v[0] > now {
-		tat = st.v[0]
+	if st.Live && st.V[0] > now {
+		tat = st.V[0]
 	}
 	tolerance := burst * interval
 	next := tat + want(n)*interval
 	allowed := next-now <= tolerance
 	if allowed && take {
 		tat = next
-		st.live, st.v[0] = true, tat
+		st.Live, st.V[0] = true, tat
 	}
 	var retryAfter int64
 	if !allowed {
 		retryAfter = next - tolerance - now
 	}
 	remaining := max(tolerance-(tat-now), 0) / interval
-	return outcome{allowed, remaining * Unit, retryAfter, tat - now}
+	return outcome{allowed, remaining * unit, retryAfter, tat - now}
 }

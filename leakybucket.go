@@ -1,8 +1,9 @@
 package ratekeeper
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // MaxLeakyCapacity is the largest Capacity of a LeakyBucket.
@@ -22,57 +23,60 @@ type LeakyBucket struct {
 	LeakRate float64
 }
 
-// Leaky bucket parameters in Spec.Params. The level is counted in
-// billionths of a request, so that each microsecond drains a whole number
-// of them (LeakRate per second is LeakRate·1000 billionths per
-// microsecond) and no fraction is ever lost.
-const (
-	lbCapacity = iota // billionths
-	lbRate            // billionths per microsecond
-	lbUnit     = 1_000_000_000
-)
+// lbUnit is the scale of the leaky bucket's level: billionths of a
+// request, so that each microsecond drains a whole number of them
+// (LeakRate per second is LeakRate·1000 billionths per microsecond) and
+// no fraction is ever lost.
+const lbUnit = 1_000_000_000
+
+func init() {
+	driver.Register(driver.AlgorithmLeakyBucket, driver.Algorithm{
+		Check: checkLeakyBucket, Step: stepLeakyBucket, Short: "lb"})
+}
 
 // Spec validates the policy and returns its integer form: Params holds
-// Capacity in billionths and LeakRate in billionths per microsecond.
-func (p LeakyBucket) Spec() (Spec, error) {
+// Capacity in billionths and LeakRate as Rate, in billionths per
+// microsecond.
+func (p LeakyBucket) Spec() (driver.Spec, error) {
 	if p.Capacity <= 0 || p.Capacity > MaxLeakyCapacity {
-		return Spec{}, fmt.Errorf("%w: LeakyBucket Capacity must be between 1 and %d, got %d", ErrInvalidPolicy, MaxLeakyCapacity, p.Capacity)
+		return driver.Spec{}, policyError("LeakyBucket", "Capacity", "must be between 1 and %d, got %d", MaxLeakyCapacity, p.Capacity)
 	}
 	if math.IsNaN(p.LeakRate) || math.IsInf(p.LeakRate, 0) || p.LeakRate <= 0 || p.LeakRate > MaxLimit {
-		return Spec{}, fmt.Errorf("%w: LeakyBucket LeakRate must be a positive finite number up to %d, got %v", ErrInvalidPolicy, MaxLimit, p.LeakRate)
+		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "must be a positive finite number up to %d, got %v", MaxLimit, p.LeakRate)
 	}
 	rate := int64(math.Round(p.LeakRate * 1000))
 	if rate == 0 {
-		return Spec{}, fmt.Errorf("%w: LeakyBucket LeakRate %v is below the resolution of 0.001 per second", ErrInvalidPolicy, p.LeakRate)
+		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "%v is below the resolution of 0.001 per second", p.LeakRate)
 	}
-	s := Spec{Algorithm: AlgorithmLeakyBucket, Limit: p.Capacity, MaxCost: p.Capacity}
-	s.Params[lbCapacity] = p.Capacity * lbUnit
-	s.Params[lbRate] = rate
-	if err := validateLeakyBucket(&s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+	return withWindow(driver.Spec{
+		Algorithm: driver.AlgorithmLeakyBucket,
+		Limit:     p.Capacity,
+		MaxCost:   p.Capacity,
+		Params:    driver.Params{Capacity: p.Capacity * lbUnit, Rate: rate},
+	}, checkLeakyBucket)
 }
 
-func validateLeakyBucket(s *Spec) error {
-	capacity, rate := s.Params[lbCapacity], s.Params[lbRate]
-	if s.Limit > MaxLeakyCapacity || capacity != s.Limit*lbUnit {
-		return fmt.Errorf("%w: leaky bucket capacity %d does not match its limit %d (at most %d)", ErrInvalidPolicy, capacity, s.Limit, MaxLeakyCapacity)
+// checkLeakyBucket checks a leaky bucket Spec and returns its Window: the
+// time to drain a full bucket.
+func checkLeakyBucket(s *driver.Spec) (int64, error) {
+	capacity, rate := s.Params.Capacity, s.Params.Rate
+	if s.Limit > MaxLeakyCapacity || capacity != s.Limit*lbUnit || s.Params.Interval != 0 {
+		return 0, policyError(s.Algorithm, "", "capacity %d does not match its limit %d (at most %d)", capacity, s.Limit, MaxLeakyCapacity)
 	}
 	if rate <= 0 || rate > MaxLimit*1000 {
-		return fmt.Errorf("%w: leaky bucket rate of %d billionths per µs is out of range", ErrInvalidPolicy, rate)
+		return 0, policyError(s.Algorithm, "", "rate of %d billionths per µs is out of range", rate)
 	}
-	return checkShape(s, ceilDiv(capacity, rate))
+	return ceilDiv(capacity, rate), nil
 }
 
 // stepLeakyBucket is the model that redisstore's leaky_bucket.lua keeps.
 // State: v[0] the level in billionths, v[1] the time it was measured.
-func (s *Spec) stepLeakyBucket(st *State, now, n int64, take bool) outcome {
-	capacity, rate := s.Params[lbCapacity], s.Params[lbRate]
+func stepLeakyBucket(p driver.Params, st *state, now, n int64, take bool) outcome {
+	capacity, rate := p.Capacity, p.Rate
 	level, at := int64(0), now
-	if st.live {
-		level, at = st.v[0], max(st.v[1], now) // no drain while the clock goes back
-		if elapsed := at - st.v[1]; elapsed >= ceilDiv(level, rate) {
+	if st.Live {
+		level, at = st.V[0], max(st.V[1], now) // no drain while the clock goes back
+		if elapsed := at - st.V[1]; elapsed >= ceilDiv(level, rate) {
 			level = 0
 		} else {
 			level -= elapsed * rate
@@ -82,12 +86,12 @@ func (s *Spec) stepLeakyBucket(st *State, now, n int64, take bool) outcome {
 	allowed := level+need <= capacity
 	if allowed && take {
 		level += need
-		st.live, st.v[0], st.v[1] = true, level, at
+		st.Live, st.V[0], st.V[1] = true, level, at
 	}
 	var retryAfter int64
 	if !allowed {
 		retryAfter = at + ceilDiv(level+need-capacity, rate) - now
 	}
 	resetAfter := at + ceilDiv(level, rate) - now
-	return outcome{allowed, max(capacity-level, 0) / (lbUnit / Unit), retryAfter, resetAfter}
+	return outcome{allowed, max(capacity-level, 0) / (lbUnit / unit), retryAfter, resetAfter}
 }

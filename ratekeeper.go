@@ -30,6 +30,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // MaxKeyLen is the longest key, in bytes, that a Limiter accepts.
@@ -38,7 +40,8 @@ const MaxKeyLen = 512
 // Errors returned for input that can never succeed. Test for them with
 // errors.Is; the returned errors carry the details.
 var (
-	// ErrInvalidPolicy: a policy's parameters are out of range.
+	// ErrInvalidPolicy: a policy's parameters are out of range. The
+	// error is a *PolicyError, which names the field.
 	ErrInvalidPolicy = errors.New("ratekeeper: invalid policy")
 	// ErrInvalidKey: a key is empty or longer than MaxKeyLen.
 	ErrInvalidKey = errors.New("ratekeeper: invalid key")
@@ -77,14 +80,15 @@ type Result struct {
 // Store decides requests for a Limiter and keeps the state of its keys.
 // Implementations are safe for concurrent use, and make each decision
 // atomically: redisstore in one Lua script call, memstore under a lock.
-// Stores are called with validated input: a Spec from New, a valid key,
-// and 0 <= n <= spec.MaxCost.
+// Stores are called with validated input: the policy validated by New, a
+// valid key, and 0 <= n <= spec.MaxCost(). The package driver holds what
+// a Store is written with.
 type Store interface {
 	// Decide takes n from key under spec and reports the Result. It
 	// consumes nothing when the request is denied, and n = 0 only peeks.
-	Decide(ctx context.Context, key string, spec Spec, n int64) (Result, error)
+	Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (Result, error)
 	// Reset forgets key's state under spec, so the key starts full again.
-	Reset(ctx context.Context, key string, spec Spec) error
+	Reset(ctx context.Context, key string, spec *driver.ValidSpec) error
 }
 
 // Limiter applies one Policy to many keys through a Store. It is safe for
@@ -92,7 +96,7 @@ type Store interface {
 type Limiter struct {
 	store  Store
 	policy Policy
-	spec   Spec
+	spec   *driver.ValidSpec
 	name   string
 }
 
@@ -119,38 +123,41 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		return nil, errors.New("ratekeeper: nil Store")
 	}
 	if policy == nil {
-		return nil, fmt.Errorf("%w: nil Policy", ErrInvalidPolicy)
+		return nil, policyError("", "", "nil Policy")
 	}
 	spec, err := policy.Spec()
 	if err != nil {
-		return nil, err
+		return nil, asPolicyError(err)
 	}
 	l := &Limiter{store: store, policy: policy}
 	for _, opt := range opts {
 		opt(l)
 	}
 	if l.name != "" {
-		if err := checkName(l.name, false); err != nil {
-			return nil, err
+		if why := driver.CheckName(l.name); why != "" {
+			return nil, policyError("WithName", "", "name %s", why)
 		}
 		spec.Name = l.name
 	}
 	if spec.Name == "" {
 		spec.Name = spec.Algorithm
 	}
-	// Also checked for policies defined outside this package.
-	if err := spec.Validate(); err != nil {
-		return nil, err
+	// Also checks policies defined outside this package, and fills in
+	// their Window.
+	valid, err := driver.Validate(spec)
+	if err != nil {
+		return nil, asPolicyError(err)
 	}
-	l.spec, l.name = spec, spec.Name
+	l.spec, l.name = valid, spec.Name
 	return l, nil
 }
 
 // Policy returns the limiter's policy.
 func (l *Limiter) Policy() Policy { return l.policy }
 
-// Spec returns the validated, integer form of the limiter's policy.
-func (l *Limiter) Spec() Spec { return l.spec }
+// Spec returns the validated, integer form of the limiter's policy, as its
+// Store receives it; middleware reads its Window.
+func (l *Limiter) Spec() *driver.ValidSpec { return l.spec }
 
 // Name returns the limiter's name (see WithName).
 func (l *Limiter) Name() string { return l.name }
@@ -250,8 +257,8 @@ func (l *Limiter) checkCost(n int64) error {
 	switch {
 	case n < 0:
 		return fmt.Errorf("%w: negative cost %d", ErrInvalidCost, n)
-	case n > l.spec.MaxCost:
-		return costTooHighError{n: n, max: l.spec.MaxCost}
+	case n > l.spec.MaxCost():
+		return costTooHighError{n: n, max: l.spec.MaxCost()}
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package ratekeeper
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
+)
 
 // SlidingWindowCounter allows about Limit requests in any rolling Window,
 // with the memory of a fixed window: it counts requests in windows aligned
@@ -18,8 +22,13 @@ type SlidingWindowCounter struct {
 
 // Spec validates the policy and returns its integer form: Params holds
 // Limit and Window in microseconds.
-func (p SlidingWindowCounter) Spec() (Spec, error) {
-	return windowSpec(AlgorithmSlidingWindowCounter, "SlidingWindowCounter", MaxLimit, p.Limit, p.Window)
+func (p SlidingWindowCounter) Spec() (driver.Spec, error) {
+	return windowSpec(driver.AlgorithmSlidingWindowCounter, "SlidingWindowCounter", MaxLimit, p.Limit, p.Window, checkWindow)
+}
+
+func init() {
+	driver.Register(driver.AlgorithmSlidingWindowCounter, driver.Algorithm{
+		Check: checkWindow, Step: stepSlidingWindowCounter, Short: "swc"})
 }
 
 // stepSlidingWindowCounter is the model that redisstore's
@@ -27,16 +36,16 @@ func (p SlidingWindowCounter) Spec() (Spec, error) {
 // window (a multiple of Window), v[1] the previous window's count, v[2] the
 // current window's. The estimate at offset r into the window is
 // prev·(Window−r)/Window + curr, compared exactly in integers.
-func (s *Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) outcome {
-	limit, window := s.Params[windowLimit], s.Params[windowLength]
+func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, take bool) outcome {
+	limit, window := p.Capacity, p.Interval
 	start := now - now%window
 	var prev, curr int64
-	if st.live {
+	if st.Live {
 		switch {
-		case st.v[0] >= start: // this window (or the clock went back)
-			start, prev, curr = st.v[0], st.v[1], st.v[2]
-		case st.v[0] == start-window:
-			prev = st.v[2]
+		case st.V[0] >= start: // this window (or the clock went back)
+			start, prev, curr = st.V[0], st.V[1], st.V[2]
+		case st.V[0] == start-window:
+			prev = st.V[2]
 		}
 	}
 	r := max(now-start, 0)
@@ -48,7 +57,7 @@ func (s *Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) outc
 	allowed := room >= 0 && weighted <= room
 	if allowed && take {
 		curr += n
-		st.live, st.v = true, [3]int64{start, prev, curr}
+		st.Live, st.V = true, [3]int64{start, prev, curr}
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
@@ -74,5 +83,5 @@ func (s *Spec) stepSlidingWindowCounter(st *State, now, n int64, take bool) outc
 	case prev > 0:
 		resetAfter = start + window - now
 	}
-	return outcome{allowed, max(limit-curr-weighted, 0) * Unit, retryAfter, resetAfter}
+	return outcome{allowed, max(limit-curr-weighted, 0) * unit, retryAfter, resetAfter}
 }

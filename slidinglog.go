@@ -1,6 +1,10 @@
 package ratekeeper
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
+)
 
 // MaxLogLimit is the largest Limit of a SlidingWindowLog, whose memory
 // grows with it.
@@ -21,18 +25,32 @@ type SlidingWindowLog struct {
 
 // Spec validates the policy and returns its integer form: Params holds
 // Limit and Window in microseconds.
-func (p SlidingWindowLog) Spec() (Spec, error) {
-	return windowSpec(AlgorithmSlidingWindowLog, "SlidingWindowLog", MaxLogLimit, p.Limit, p.Window)
+func (p SlidingWindowLog) Spec() (driver.Spec, error) {
+	return windowSpec(driver.AlgorithmSlidingWindowLog, "SlidingWindowLog", MaxLogLimit, p.Limit, p.Window, checkSlidingWindowLog)
+}
+
+func init() {
+	driver.Register(driver.AlgorithmSlidingWindowLog, driver.Algorithm{
+		Check: checkSlidingWindowLog, Step: stepSlidingWindowLog, Short: "swl"})
+}
+
+// checkSlidingWindowLog checks a sliding window log's Spec, whose limit is
+// at most MaxLogLimit, and returns its Window.
+func checkSlidingWindowLog(s *driver.Spec) (int64, error) {
+	if s.Limit > MaxLogLimit {
+		return 0, policyError("SlidingWindowLog", "Limit", "%d is above %d", s.Limit, MaxLogLimit)
+	}
+	return checkWindow(s)
 }
 
 // stepSlidingWindowLog is the model that redisstore's
 // sliding_window_log.lua keeps. State: the times of admitted requests,
 // sorted; a request admitted at t counts until t + Window.
-func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome {
-	limit, window := s.Params[windowLimit], s.Params[windowLength]
+func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) outcome {
+	limit, window := p.Capacity, p.Interval
 	var log []int64
-	if st.live && st.log != nil {
-		log = *st.log
+	if st.Live && st.Log != nil {
+		log = *st.Log
 	}
 	gone := 0
 	for gone < len(log) && log[gone] <= now-window {
@@ -42,8 +60,8 @@ func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome 
 	need := want(n)
 	allowed := int64(len(kept))+need <= limit
 	if allowed && take {
-		if st.log == nil {
-			st.log = new([]int64)
+		if st.Log == nil {
+			st.Log = new([]int64)
 		}
 		log = append(log[:0], kept...)
 		at := len(log) // entries stay sorted even if the clock went back
@@ -58,7 +76,7 @@ func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome 
 			log[i] = now
 		}
 		kept = log
-		*st.log, st.live = log, true
+		*st.Log, st.Live = log, true
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
@@ -68,5 +86,5 @@ func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome 
 	if len(kept) > 0 {
 		resetAfter = kept[len(kept)-1] + window - now
 	}
-	return outcome{allowed, (limit - int64(len(kept))) * Unit, retryAfter, resetAfter}
+	return outcome{allowed, (limit - int64(len(kept))) * unit, retryAfter, resetAfter}
 }

@@ -1,8 +1,9 @@
 package ratekeeper
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // TokenBucket allows bursts of up to Capacity requests and an average of
@@ -25,69 +26,62 @@ type TokenBucket struct {
 	RefillInterval time.Duration
 }
 
-// Token bucket parameters in Spec.Params.
-const (
-	tbCapacity = iota // millionths
-	tbRate            // millionths per interval
-	tbInterval        // microseconds
-)
-
-// Spec validates the bucket and returns its integer form: Params holds
-// Capacity and RefillRate in millionths and RefillInterval in
-// microseconds.
-func (p TokenBucket) Spec() (Spec, error) {
-	if err := checkLimit("TokenBucket Capacity", p.Capacity); err != nil {
-		return Spec{}, err
-	}
-	rate, err := millionths("TokenBucket RefillRate", p.RefillRate)
-	if err != nil {
-		return Spec{}, err
-	}
-	interval, err := micros("TokenBucket RefillInterval", p.RefillInterval)
-	if err != nil {
-		return Spec{}, err
-	}
-	s := Spec{
-		Algorithm: AlgorithmTokenBucket,
-		Limit:     p.Capacity,
-		MaxCost:   p.Capacity,
-	}
-	s.Params[tbCapacity] = p.Capacity * Unit
-	s.Params[tbRate] = rate
-	s.Params[tbInterval] = interval
-	if err := validateTokenBucket(&s); err != nil {
-		return Spec{}, err
-	}
-	return s, nil
+func init() {
+	driver.Register(driver.AlgorithmTokenBucket, driver.Algorithm{
+		Check: checkTokenBucket, Step: stepTokenBucket, Short: "tb"})
 }
 
-// validateTokenBucket checks a token bucket Spec and fills in its Window.
-func validateTokenBucket(s *Spec) error {
-	capacity, rate, interval := s.Params[tbCapacity], s.Params[tbRate], s.Params[tbInterval]
-	if capacity != s.Limit*Unit {
-		return fmt.Errorf("%w: token bucket capacity %d does not match its limit %d", ErrInvalidPolicy, capacity, s.Limit)
+// Spec validates the bucket and returns its integer form: Params holds
+// Capacity and RefillRate (per Interval) in millionths, and
+// RefillInterval in microseconds.
+func (p TokenBucket) Spec() (driver.Spec, error) {
+	if err := checkLimit("TokenBucket", "Capacity", p.Capacity); err != nil {
+		return driver.Spec{}, err
 	}
-	if rate <= 0 || rate > MaxLimit*Unit {
-		return fmt.Errorf("%w: token bucket refill rate of %d millionths is out of range", ErrInvalidPolicy, rate)
+	rate, err := millionths("TokenBucket", "RefillRate", p.RefillRate)
+	if err != nil {
+		return driver.Spec{}, err
+	}
+	interval, err := micros("TokenBucket", "RefillInterval", p.RefillInterval)
+	if err != nil {
+		return driver.Spec{}, err
+	}
+	return withWindow(driver.Spec{
+		Algorithm: driver.AlgorithmTokenBucket,
+		Limit:     p.Capacity,
+		MaxCost:   p.Capacity,
+		Params:    driver.Params{Capacity: p.Capacity * unit, Rate: rate, Interval: interval},
+	}, checkTokenBucket)
+}
+
+// checkTokenBucket checks a token bucket Spec and returns its Window: the
+// time to refill from empty.
+func checkTokenBucket(s *driver.Spec) (int64, error) {
+	capacity, rate, interval := s.Params.Capacity, s.Params.Rate, s.Params.Interval
+	if capacity != s.Limit*unit {
+		return 0, policyError(s.Algorithm, "", "capacity %d does not match its limit %d", capacity, s.Limit)
+	}
+	if rate <= 0 || rate > MaxLimit*unit {
+		return 0, policyError(s.Algorithm, "", "refill rate of %d millionths is out of range", rate)
 	}
 	if interval <= 0 || interval > maxPeriodMicros {
-		return fmt.Errorf("%w: token bucket refill interval of %dµs is out of range", ErrInvalidPolicy, interval)
+		return 0, policyError(s.Algorithm, "", "refill interval of %dµs is out of range", interval)
 	}
 	steps := ceilDiv(capacity, rate)
 	if steps > maxPeriodMicros/interval {
-		return fmt.Errorf("%w: the token bucket takes %d refills of %v to fill, longer than %v",
-			ErrInvalidPolicy, steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
+		return 0, policyError("TokenBucket", "", "takes %d refills of %v to fill, longer than %v",
+			steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
 	}
-	return checkShape(s, steps*interval)
+	return steps * interval, nil
 }
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
 // State: v[0] tokens in millionths, v[1] the time of the last refill step.
-func (s *Spec) stepTokenBucket(st *State, now, n int64, take bool) outcome {
-	capacity, rate, interval := s.Params[tbCapacity], s.Params[tbRate], s.Params[tbInterval]
+func stepTokenBucket(p driver.Params, st *state, now, n int64, take bool) outcome {
+	capacity, rate, interval := p.Capacity, p.Rate, p.Interval
 	tokens, last := capacity, now
-	if st.live {
-		tokens, last = st.v[0], st.v[1]
+	if st.Live {
+		tokens, last = st.V[0], st.V[1]
 		if now > last {
 			steps := (now - last) / interval
 			if steps >= ceilDiv(capacity-tokens, rate) {
@@ -102,11 +96,11 @@ func (s *Spec) stepTokenBucket(st *State, now, n int64, take bool) outcome {
 			tokens, last = capacity, now
 		}
 	}
-	need := want(n) * Unit
+	need := want(n) * unit
 	allowed := tokens >= need
 	if allowed && take {
 		tokens -= need
-		st.live, st.v[0], st.v[1] = true, tokens, last
+		st.Live, st.V[0], st.V[1] = true, tokens, last
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {

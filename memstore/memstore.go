@@ -20,9 +20,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unique"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // Defaults for the options.
@@ -54,8 +55,6 @@ type Store struct {
 	now         func() time.Time                      // nil: the monotonic clock, from epoch
 	epoch       time.Time
 	epochMicros int64
-	validated   [8]atomic.Pointer[validSpec] // recently validated Specs
-	nextValid   atomic.Uint32
 
 	_ [64]byte // keep the fields above apart from those that new keys write
 
@@ -83,60 +82,6 @@ type held struct {
 	expires int64
 }
 
-// policy identifies the state of a key under a Spec: its algorithm, and
-// its name unless that is the algorithm's own (so that limiters of one
-// policy share it). Slots hold it interned, as a pointer.
-type policy struct{ algorithm, name string }
-
-func policyOf(spec *ratekeeper.Spec) unique.Handle[policy] {
-	return unique.Make(policy{spec.Algorithm, spec.StateName()})
-}
-
-// validSpec is a Spec that passed Validate, with a copy of its Parts, and
-// the policies its states are kept under: for an All, one per part.
-type validSpec struct {
-	spec     ratekeeper.Spec
-	policies [ratekeeper.MaxParts]unique.Handle[policy]
-}
-
-// is reports whether spec equals v's Spec, Parts included: a Spec is
-// validated anew if its Parts changed in place, so that no model ever
-// runs on a Spec that failed Validate. It compares the fields in place:
-// building a ratekeeper.SpecKey to compare takes several times as long.
-func (v *validSpec) is(spec *ratekeeper.Spec) bool {
-	if !sameFields(&v.spec, spec) {
-		return false
-	}
-	for i := range spec.Parts {
-		if !sameFields(&v.spec.Parts[i], &spec.Parts[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameFields reports whether a and b are equal but for the contents of
-// their Parts.
-func sameFields(a, b *ratekeeper.Spec) bool {
-	return a.Params == b.Params && a.Limit == b.Limit && a.MaxCost == b.MaxCost &&
-		a.Window == b.Window && len(a.Parts) == len(b.Parts) &&
-		a.Algorithm == b.Algorithm && a.Name == b.Name
-}
-
-// specFields lists the fields of ratekeeper.Spec: the conversion below
-// stops compiling when Spec changes, and sameFields must follow.
-type specFields struct {
-	Algorithm string
-	Name      string
-	Limit     int64
-	Window    time.Duration
-	MaxCost   int64
-	Params    [4]int64
-	Parts     []ratekeeper.Spec
-}
-
-var _ = specFields(ratekeeper.Spec{})
-
 // entry is one key: the states of the policies it is used under. An entry
 // removed from the store is dead, and never used again: a decision that
 // finds it dead looks the key up anew, so that no two entries of one key
@@ -158,32 +103,32 @@ type entry struct {
 
 // slot is a key's state under one policy.
 type slot struct {
-	policy  unique.Handle[policy]
+	policy  driver.StateID
 	expires int64 // microseconds; the state is full again from then on
-	state   ratekeeper.State
+	state   driver.State
 }
 
 // step runs spec's model on the slot's state at now, a state past its
 // expiry being full again (the same as a fresh key's), and moves the
-// expiry when the request took. It returns the decision in the Spec's
-// units (see ratekeeper.Spec.StepUnits), for the caller to build the
-// Result once it released the key's lock.
-func (sl *slot) step(spec *ratekeeper.Spec, now, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+// expiry when the request took. It returns the decision in the spec's
+// units, for the caller to build the Result once it released the key's
+// lock.
+func (sl *slot) step(spec *driver.ValidSpec, now, n int64) driver.Outcome {
 	if now >= sl.expires {
-		sl.state = ratekeeper.State{}
+		sl.state = driver.State{}
 	}
-	allowed, remaining, retryAfter, resetAfter = spec.StepUnits(&sl.state, now, n)
-	if allowed && n > 0 {
-		sl.expires = now + resetAfter
+	o := spec.StepOne(&sl.state, now, n)
+	if o.Allowed && n > 0 {
+		sl.expires = now + o.ResetAfter
 	}
-	return allowed, remaining, retryAfter, resetAfter
+	return o
 }
 
 // dead reports whether e was removed from the store. e.mu is held.
-func (e *entry) dead() bool { return e.first.policy == unique.Handle[policy]{} }
+func (e *entry) dead() bool { return e.first.policy == driver.StateID{} }
 
 // find returns the slot of the policy, or nil. e.mu is held.
-func (e *entry) find(p unique.Handle[policy]) *slot {
+func (e *entry) find(p driver.StateID) *slot {
 	if e.first.policy == p {
 		return &e.first
 	}
@@ -200,7 +145,7 @@ func (e *entry) find(p unique.Handle[policy]) *slot {
 // add adds a slot to a live entry, or the first one to a new entry.
 // e.mu is held.
 func (e *entry) add(sl slot) {
-	if e.first.policy == (unique.Handle[policy]{}) {
+	if e.first.policy == (driver.StateID{}) {
 		e.first = sl
 		return
 	}
@@ -212,7 +157,7 @@ func (e *entry) add(sl slot) {
 
 // drop removes the slot of the policy, if any, and reports whether e has
 // no slot left. e.mu is held.
-func (e *entry) drop(p unique.Handle[policy]) (empty bool) {
+func (e *entry) drop(p driver.StateID) (empty bool) {
 	if e.more == nil {
 		if e.first.policy == p {
 			e.first = slot{}
@@ -347,20 +292,19 @@ func (s *Store) Evictions() int64 { return s.evictions.Load() }
 // Decide runs spec's model for key under the key's lock. A cost outside 0
 // to spec.MaxCost, which a Limiter never passes on, is an error wrapping
 // ratekeeper.ErrInvalidCost.
-func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
-	v, err := s.validate(&spec)
-	if err != nil {
-		return ratekeeper.Result{}, err
+func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
+	if !spec.Valid() {
+		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
 	}
-	if n < 0 || n > spec.MaxCost {
+	if n < 0 || n > spec.MaxCost() {
 		// The models assume this range: out of it they may panic, or
 		// admit more than the limit.
-		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost)
+		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost())
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
 	h := s.hash(key)
-	if len(spec.Parts) > 0 { // an All: its validated copy, Parts and all
-		return s.decideAll(key, h, &v.spec, v, now, n), nil
+	if spec.IsAll() {
+		return s.decideAll(key, h, spec, now, n), nil
 	}
 	// Here the common case, a key with a state under spec; the others in
 	// decide.
@@ -369,30 +313,31 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		// another goroutine deciding for the key may hold. A dead entry
 		// has no slot.
 		e.mu.Lock()
-		if sl := e.find(v.policies[0]); sl != nil && e.key == key {
-			allowed, remaining, retryAfter, resetAfter := sl.step(&spec, now, n)
+		if sl := e.find(spec.StateID()); sl != nil && e.key == key {
+			o := sl.step(spec, now, n)
 			e.mu.Unlock()
-			return spec.Result(allowed, remaining, retryAfter, resetAfter), nil
+			return results.Of(spec, o), nil
 		}
 		e.mu.Unlock()
 	}
-	return s.decide(key, h, &spec, v.policies[0], now, n), nil
+	return s.decide(key, h, spec, now, n), nil
 }
 
 // decide is Decide for the other cases: a new key, a key new to the
 // policy, or an entry that turned out dead or another key's.
-func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Handle[policy], now, n int64) ratekeeper.Result {
+func (s *Store) decide(key string, h uint64, spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+	p := spec.StateID()
 	for exact := false; ; {
 		e := s.lookup(key, h, exact)
 		if e == nil {
-			var st ratekeeper.State
-			allowed, remaining, retryAfter, resetAfter := spec.StepUnits(&st, now, n)
-			res := spec.Result(allowed, remaining, retryAfter, resetAfter)
-			if !allowed || n == 0 {
+			var st driver.State
+			o := spec.StepOne(&st, now, n)
+			res := results.Of(spec, o)
+			if !o.Allowed || n == 0 {
 				return res // a fresh key keeps nothing that it did not take
 			}
 			e = &entry{key: key}
-			e.add(slot{p, now + resetAfter, st})
+			e.add(slot{p, now + o.ResetAfter, st})
 			if s.insert(e, h) {
 				return res
 			}
@@ -409,34 +354,36 @@ func (s *Store) decide(key string, h uint64, spec *ratekeeper.Spec, p unique.Han
 		if added {
 			sl = &slot{policy: p} // kept if it takes
 		}
-		allowed, remaining, retryAfter, resetAfter := sl.step(spec, now, n)
-		if added && allowed && n > 0 {
+		o := sl.step(spec, now, n)
+		if added && o.Allowed && n > 0 {
 			e.add(*sl)
 		}
 		e.mu.Unlock()
-		return spec.Result(allowed, remaining, retryAfter, resetAfter)
+		return results.Of(spec, o)
 	}
 }
 
 // decideAll decides for every policy of an All at once, under the lock of
 // the key's entry, which holds all their states.
-func (s *Store) decideAll(key string, h uint64, spec *ratekeeper.Spec, v *validSpec, now, n int64) ratekeeper.Result {
+func (s *Store) decideAll(key string, h uint64, spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
 	exact := false
 	for {
 		e := s.lookup(key, h, exact)
 		if e == nil {
-			var states [ratekeeper.MaxParts]ratekeeper.State
-			var sts [ratekeeper.MaxParts]*ratekeeper.State
-			for i := range spec.Parts {
+			var states [driver.MaxParts]driver.State
+			var sts [driver.MaxParts]*driver.State
+			for i := range spec.NumParts() {
 				sts[i] = &states[i]
 			}
-			res := spec.StepAll(sts[:len(spec.Parts)], now, n)
+			var out [driver.MaxParts]driver.Outcome
+			spec.StepAll(sts[:spec.NumParts()], now, n, out[:])
+			res := results.Join(spec, out[:spec.NumParts()])
 			if !res.Allowed || n == 0 {
 				return res
 			}
 			e = &entry{key: key}
-			for i := range spec.Parts {
-				e.add(slot{v.policies[i], now + res.Parts[i].ResetAfter.Microseconds(), states[i]})
+			for i := range spec.NumParts() {
+				e.add(slot{spec.Part(i).StateID(), now + out[i].ResetAfter, states[i]})
 			}
 			if s.insert(e, h) {
 				return res
@@ -449,41 +396,44 @@ func (s *Store) decideAll(key string, h uint64, spec *ratekeeper.Spec, v *validS
 			e.mu.Unlock()
 			continue
 		}
-		res := e.decideAll(spec, v, now, n)
+		res := e.decideAll(spec, now, n)
 		e.mu.Unlock()
 		return res
 	}
 }
 
 // decideAll runs an All's model on e's slots of its parts. e.mu is held.
-func (e *entry) decideAll(spec *ratekeeper.Spec, v *validSpec, now, n int64) ratekeeper.Result {
-	var fresh [ratekeeper.MaxParts]ratekeeper.State // for the parts e has no slot for
-	var sts [ratekeeper.MaxParts]*ratekeeper.State
-	var slots [ratekeeper.MaxParts]*slot
-	for i := range spec.Parts {
-		sl := e.find(v.policies[i])
+func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+	var fresh [driver.MaxParts]driver.State // for the parts e has no slot for
+	var sts [driver.MaxParts]*driver.State
+	var slots [driver.MaxParts]*slot
+	parts := spec.NumParts()
+	for i := range parts {
+		sl := e.find(spec.Part(i).StateID())
 		if sl == nil {
 			sts[i] = &fresh[i]
 			continue
 		}
 		if now >= sl.expires {
-			sl.state = ratekeeper.State{}
+			sl.state = driver.State{}
 		}
 		slots[i], sts[i] = sl, &sl.state
 	}
-	res := spec.StepAll(sts[:len(spec.Parts)], now, n)
+	var out [driver.MaxParts]driver.Outcome
+	spec.StepAll(sts[:parts], now, n, out[:])
+	res := results.Join(spec, out[:parts])
 	if !res.Allowed || n == 0 {
 		return res
 	}
-	for i := range spec.Parts {
+	for i := range parts {
 		if sl := slots[i]; sl != nil {
-			sl.expires = now + res.Parts[i].ResetAfter.Microseconds()
+			sl.expires = now + out[i].ResetAfter
 		}
 	}
 	// Then the new slots, since adding one may move the others.
-	for i := range spec.Parts {
+	for i := range parts {
 		if slots[i] == nil {
-			e.add(slot{v.policies[i], now + res.Parts[i].ResetAfter.Microseconds(), fresh[i]})
+			e.add(slot{spec.Part(i).StateID(), now + out[i].ResetAfter, fresh[i]})
 		}
 	}
 	return res
@@ -581,37 +531,11 @@ func (s *Store) evict(now int64) {
 	victim.mu.Unlock()
 }
 
-// validate checks a Spec before its model runs. It remembers the last few
-// Specs it validated, for the Limiters sharing this store.
-func (s *Store) validate(spec *ratekeeper.Spec) (*validSpec, error) {
-	for i := range s.validated {
-		if v := s.validated[i].Load(); v != nil && v.is(spec) {
-			return v, nil
-		}
-	}
-	return s.validateNew(spec)
-}
-
-// validateNew validates a Spec not seen lately, and remembers it.
-func (s *Store) validateNew(spec *ratekeeper.Spec) (*validSpec, error) {
-	v := &validSpec{spec: *spec}
-	v.spec.Parts = slices.Clone(spec.Parts) // the caller's may change
-	if err := v.spec.Validate(); err != nil {
-		return nil, err
-	}
-	if v.spec.Algorithm == ratekeeper.AlgorithmAll {
-		for i := range v.spec.Parts {
-			v.policies[i] = policyOf(&v.spec.Parts[i])
-		}
-	} else {
-		v.policies[0] = policyOf(&v.spec)
-	}
-	s.validated[(s.nextValid.Add(1)-1)%uint32(len(s.validated))].Store(v) // the first in the first slot, checked first
-	return v, nil
-}
-
 // Reset forgets key's state under spec.
-func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error {
+func (s *Store) Reset(_ context.Context, key string, spec *driver.ValidSpec) error {
+	if !spec.Valid() {
+		return fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
+	}
 	h := s.hash(key)
 	if s.lookup(key, h, true) == nil {
 		return nil
@@ -624,12 +548,8 @@ func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	parts := spec.Parts
-	if spec.Algorithm != ratekeeper.AlgorithmAll {
-		parts = []ratekeeper.Spec{spec}
-	}
-	for i := range parts {
-		if e.drop(policyOf(&parts[i])) {
+	for _, p := range spec.Policies() {
+		if e.drop(p.StateID()) {
 			s.remove(e)
 			return nil
 		}

@@ -1,0 +1,221 @@
+// Package driver is what a ratekeeper Store is written with, in the spirit
+// of database/sql/driver: the validated, integer form of a policy (a
+// ValidSpec), the state of a key, and the models that decide.
+//
+// Users of ratekeeper never need this package. A Limiter validates its
+// policy once, in ratekeeper.New, into a ValidSpec that cannot change
+// afterwards, and hands it to its Store with every call: a Store trusts
+// it, and never validates it again.
+//
+// Each algorithm is defined by the package that declares its policy (the
+// root package, for the six built in), which registers it here by name
+// with Register. A Store runs an algorithm by that name: memstore with
+// ValidSpec.Step, redisstore with the Lua script of the same name.
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Unit is the fixed-point scale of token amounts: specs count tokens in
+// millionths, so fractional refills add up exactly (ten refills of 0.1
+// token make exactly one token) in Go and in Lua, whose numbers are
+// doubles and exact only below 2^53. An Outcome's Remaining is in Units.
+const Unit = 1_000_000
+
+// Bounds that keep every intermediate value of every model exact in a
+// double (below 2^53), whatever the sequence of requests.
+const (
+	// MaxLimit is the largest Limit a Spec may have.
+	MaxLimit = 1_000_000_000
+	// MaxPeriod is the longest Window a Spec may have.
+	MaxPeriod = 10 * 365 * 24 * time.Hour
+	// MaxParts is the largest number of policies an All combines.
+	MaxParts = 8
+	// MaxNameLen is the longest policy name, in bytes.
+	MaxNameLen = 64
+)
+
+// maxPeriodMicros is MaxPeriod in microseconds.
+const maxPeriodMicros = int64(MaxPeriod / time.Microsecond)
+
+// Algorithm names, as registered by the root package and as they appear
+// in Spec.Algorithm.
+const (
+	AlgorithmTokenBucket          = "token_bucket"
+	AlgorithmGCRA                 = "gcra"
+	AlgorithmFixedWindow          = "fixed_window"
+	AlgorithmSlidingWindowLog     = "sliding_window_log"
+	AlgorithmSlidingWindowCounter = "sliding_window_counter"
+	AlgorithmLeakyBucket          = "leaky_bucket"
+	// AlgorithmAll combines the policies of its Parts; the driver itself
+	// defines it.
+	AlgorithmAll = "all"
+)
+
+// Params are an algorithm's parameters in the integer units it runs on.
+// Each algorithm reads the fields it needs, as its documentation says,
+// and needs the others zero. redisstore passes them to the scripts in
+// this order.
+type Params struct {
+	// Capacity is the most a key's state holds: a token bucket's tokens
+	// in millionths, a GCRA's burst, a window's limit in requests, a
+	// leaky bucket's level.
+	Capacity int64
+	// Rate is what time adds back: a token bucket's millionths per
+	// refill, a leaky bucket's drain per microsecond.
+	Rate int64
+	// Interval is a time in microseconds: a token bucket's refill
+	// interval, a GCRA's emission interval, a window's length.
+	Interval int64
+}
+
+// Spec is a policy in the integer units its algorithm runs on: times in
+// microseconds, token amounts in millionths (Unit). A ratekeeper.Policy
+// returns one; Validate checks it and makes it the ValidSpec a Store is
+// given.
+type Spec struct {
+	// Algorithm names a registered algorithm, such as
+	// AlgorithmTokenBucket.
+	Algorithm string
+	// Name names the policy in Results, response headers and metrics.
+	// ratekeeper.New sets it to the Algorithm when it is empty.
+	Name string
+	// Limit is the Result.Limit: capacity, or requests per window.
+	Limit int64
+	// Window is the time over which Limit is granted (for a token bucket,
+	// the time to refill from empty), as in the RateLimit-Policy header.
+	// Zero lets Validate fill it in from the Params.
+	Window time.Duration
+	// MaxCost is the largest cost a single request may have.
+	MaxCost int64
+	// Params are the algorithm's parameters.
+	Params Params
+	// Parts are the Specs of the policies that an All Spec combines, each
+	// with a distinct Name; nil for every other algorithm. An All Spec has
+	// no Limit, Window or Params of its own, and its MaxCost is the
+	// smallest of its parts'.
+	Parts []Spec
+}
+
+// An Algorithm is a rate-limiting algorithm: the checks of its Params and
+// its model. Register makes it known by name.
+type Algorithm struct {
+	// Check checks the Params of a Spec of the algorithm, and its Limit
+	// and MaxCost against them, and returns its Window: the time, in
+	// microseconds, over which Limit is granted. The driver checks what
+	// every Spec shares (name, Limit, MaxCost and Window in range).
+	Check func(s *Spec) (window int64, err error)
+	// Step is the model: it decides a request of cost n (0 peeks: it
+	// answers for a cost of 1) at time now, in microseconds since the
+	// Unix epoch, against st, and with take consumes n from st when the
+	// request is allowed. Without take it consumes nothing, and an
+	// allowed request reports the state as it is. It may assume a Spec
+	// that passed Check and 1 <= max(n, 1) <= Limit.
+	Step func(p Params, st *State, now, n int64, take bool) Outcome
+	// Short is a short form of the name, for stores' keys: "tb".
+	Short string
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]*Algorithm{}
+)
+
+// Register makes an algorithm known by name. It panics if the name is
+// taken or the algorithm lacks Check or Step: a program error, made at
+// init time.
+func Register(name string, a Algorithm) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if a.Check == nil || a.Step == nil || a.Short == "" || name == "" || name == AlgorithmAll {
+		panic("driver: Register of an incomplete algorithm " + name)
+	}
+	if _, dup := registry[name]; dup {
+		panic("driver: Register called twice for " + name)
+	}
+	registry[name] = &a
+}
+
+// Algorithms returns the names of the registered algorithms, sorted.
+func Algorithms() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for name := range registry {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Short returns the short form of a registered algorithm's name, and
+// whether it is registered.
+func Short(name string) (string, bool) {
+	a := lookup(name)
+	if a == nil {
+		return "", false
+	}
+	return a.Short, true
+}
+
+func lookup(name string) *Algorithm {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return registry[name]
+}
+
+// ErrInvalidSpec is matched by every error of Validate.
+var ErrInvalidSpec = errors.New("driver: invalid spec")
+
+// A SpecError is a reason Validate refused a Spec: the field at fault
+// (a Spec field, such as "Limit", or "" for the Spec as a whole) and why.
+type SpecError struct {
+	// Algorithm is the Spec's algorithm.
+	Algorithm string
+	// Field is the Spec field at fault, such as "Window", or "".
+	Field string
+	// Reason says why, such as "is out of range".
+	Reason string
+}
+
+func (e *SpecError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("driver: invalid %s spec: %s", e.Algorithm, e.Reason)
+	}
+	return fmt.Sprintf("driver: invalid %s spec: %s %s", e.Algorithm, e.Field, e.Reason)
+}
+
+// Unwrap makes a SpecError match ErrInvalidSpec.
+func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
+
+func specError(s *Spec, field, format string, args ...any) error {
+	return &SpecError{Algorithm: s.Algorithm, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// CheckName reports why name would be awkward in a header, a metric label
+// or a Redis key, or "" when it is not: names are 1 to MaxNameLen bytes of
+// printable UTF-8.
+func CheckName(name string) string {
+	if name == "" {
+		return "is empty"
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Sprintf("of %d bytes is longer than %d", len(name), MaxNameLen)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Sprintf("%q is not valid UTF-8", name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("%q holds an unprintable character", name)
+		}
+	}
+	return ""
+}
