@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // FuzzTokenBucket drives the token bucket model with arbitrary parameters,
@@ -19,7 +21,7 @@ func FuzzTokenBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, capacity int64, rate float64, intervalMicros int64, ops []byte) {
 		p := ratekeeper.TokenBucket{Capacity: capacity, RefillRate: rate,
 			RefillInterval: time.Duration(intervalMicros) * time.Microsecond}
-		spec, err := p.Spec()
+		spec, err := results.SpecOf(p)
 		if err != nil {
 			if !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
 				t.Fatalf("Spec() error %v does not wrap ErrInvalidPolicy", err)
@@ -31,7 +33,7 @@ func FuzzTokenBucket(f *testing.F) {
 		}
 		start := int64(1_900_000_000_000_000)
 		now := start
-		var st ratekeeper.State
+		var st driver.State
 		var admitted int64
 		for i := 0; i+2 < len(ops); i += 3 {
 			mode, x, c := ops[i]%6, int64(ops[i+1]), int64(ops[i+2])
@@ -45,16 +47,16 @@ func FuzzTokenBucket(f *testing.F) {
 			case 4:
 				now += max(intervalMicros*x-1, 0)
 			case 5:
-				now += spec.Window.Microseconds() * x
+				now += spec.Window().Microseconds() * x
 			}
 			n := c % (capacity + 1)
 			before := st
-			res := spec.Step(&st, now, n)
+			res := results.Step(spec, &st, now, n)
 			if res.Remaining < 0 || res.Remaining > float64(res.Limit) || res.Limit != capacity {
 				t.Fatalf("step %d: Remaining %v, Limit %d out of bounds", i/3, res.Remaining, res.Limit)
 			}
-			if res.RetryAfter < 0 || res.ResetAfter < 0 || res.ResetAfter > spec.Window {
-				t.Fatalf("step %d: RetryAfter %v, ResetAfter %v out of bounds (window %v)", i/3, res.RetryAfter, res.ResetAfter, spec.Window)
+			if res.RetryAfter < 0 || res.ResetAfter < 0 || res.ResetAfter > spec.Window() {
+				t.Fatalf("step %d: RetryAfter %v, ResetAfter %v out of bounds (window %v)", i/3, res.RetryAfter, res.ResetAfter, spec.Window())
 			}
 			if res.Allowed == (res.RetryAfter > 0) {
 				t.Fatalf("step %d: Allowed %v with RetryAfter %v", i/3, res.Allowed, res.RetryAfter)

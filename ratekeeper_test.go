@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -62,18 +63,18 @@ func TestSpecValidateRejectsInconsistentSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, mutate := range map[string]func(*ratekeeper.Spec){
-		"unknown algorithm": func(s *ratekeeper.Spec) { s.Algorithm = "nope" },
-		"zero interval":     func(s *ratekeeper.Spec) { s.Params[2] = 0 },
-		"zero rate":         func(s *ratekeeper.Spec) { s.Params[1] = 0 },
-		"capacity":          func(s *ratekeeper.Spec) { s.Params[0] = 7 },
-		"max cost":          func(s *ratekeeper.Spec) { s.MaxCost = 11 },
-		"window":            func(s *ratekeeper.Spec) { s.Window = time.Hour },
+	for name, mutate := range map[string]func(*driver.Spec){
+		"unknown algorithm": func(s *driver.Spec) { s.Algorithm = "nope" },
+		"zero interval":     func(s *driver.Spec) { s.Params.Interval = 0 },
+		"zero rate":         func(s *driver.Spec) { s.Params.Rate = 0 },
+		"capacity":          func(s *driver.Spec) { s.Params.Capacity = 7 },
+		"max cost":          func(s *driver.Spec) { s.MaxCost = 11 },
+		"window":            func(s *driver.Spec) { s.Window = time.Hour },
 	} {
 		s := good
 		mutate(&s)
-		if err := s.Validate(); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
-			t.Errorf("%s: Validate() = %v, want ErrInvalidPolicy", name, err)
+		if _, err := driver.Validate(s); err == nil {
+			t.Errorf("%s: Validate() succeeded", name)
 		}
 		if _, err := ratekeeper.New(memstore.New(), specPolicy(s)); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
 			t.Errorf("%s: New = %v, want ErrInvalidPolicy", name, err)
@@ -85,9 +86,9 @@ func TestSpecValidateRejectsInconsistentSpecs(t *testing.T) {
 }
 
 // specPolicy is a Policy defined outside the package.
-type specPolicy ratekeeper.Spec
+type specPolicy driver.Spec
 
-func (p specPolicy) Spec() (ratekeeper.Spec, error) { return ratekeeper.Spec(p), nil }
+func (p specPolicy) Spec() (driver.Spec, error) { return driver.Spec(p), nil }
 
 func TestBadInput(t *testing.T) {
 	lim, err := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
@@ -190,7 +191,7 @@ func TestWaitCancelled(t *testing.T) {
 func TestWithName(t *testing.T) {
 	p := ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: time.Second}
 	lim, _ := ratekeeper.New(memstore.New(), p)
-	if lim.Name() != ratekeeper.AlgorithmTokenBucket {
+	if lim.Name() != driver.AlgorithmTokenBucket {
 		t.Errorf("default Name() = %q", lim.Name())
 	}
 	lim, _ = ratekeeper.New(memstore.New(), p, ratekeeper.WithName("burst"))

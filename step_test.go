@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
-// TestStepUnitsMatchesStep runs every algorithm through the same requests
-// with Step and with StepUnits: the same Results, once built, and the same
+// TestStepOneMatchesStep runs every algorithm through the same requests
+// with Step and with StepOne: the same Results, once built, and the same
 // states.
-func TestStepUnitsMatchesStep(t *testing.T) {
+func TestStepOneMatchesStep(t *testing.T) {
 	policies := []ratekeeper.Policy{
 		ratekeeper.TokenBucket{Capacity: 5, RefillRate: 0.5, RefillInterval: 300 * time.Millisecond},
 		ratekeeper.GCRA{Rate: 4, Period: time.Second, Burst: 3},
@@ -22,22 +24,22 @@ func TestStepUnitsMatchesStep(t *testing.T) {
 		ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 3.5},
 	}
 	for _, p := range policies {
-		spec, err := p.Spec()
+		spec, err := results.SpecOf(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(spec.Algorithm, func(t *testing.T) {
+		t.Run(spec.Algorithm(), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
-			var viaStep, viaUnits ratekeeper.State
+			var viaStep, viaUnits driver.State
 			now := int64(1_900_000_000_000_000)
 			allowed, denied := 0, 0
 			for i := range 2000 {
 				now += r.Int64N(400_000)
-				n := r.Int64N(spec.MaxCost + 1)
-				want := spec.Step(&viaStep, now, n)
-				got := spec.Result(spec.StepUnits(&viaUnits, now, n))
+				n := r.Int64N(spec.MaxCost() + 1)
+				want := results.Step(spec, &viaStep, now, n)
+				got := results.Of(spec, spec.StepOne(&viaUnits, now, n))
 				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("request %d (cost %d): StepUnits gave %+v, Step %+v", i, n, got, want)
+					t.Fatalf("request %d (cost %d): StepOne gave %+v, Step %+v", i, n, got, want)
 				}
 				if !reflect.DeepEqual(viaUnits, viaStep) {
 					t.Fatalf("request %d (cost %d): the states differ", i, n)
@@ -55,19 +57,16 @@ func TestStepUnitsMatchesStep(t *testing.T) {
 	}
 }
 
-func TestStepUnitsPanicsOnAll(t *testing.T) {
-	spec, err := ratekeeper.All(
+func TestStepOneOnAllDecidesNothing(t *testing.T) {
+	spec, err := results.SpecOf(ratekeeper.All(
 		ratekeeper.Named("second", ratekeeper.GCRA{Rate: 2, Period: time.Second, Burst: 2}),
 		ratekeeper.Named("minute", ratekeeper.FixedWindow{Limit: 10, Window: time.Minute}),
-	).Spec()
+	))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("StepUnits on an All Spec did not panic")
-		}
-	}()
-	var st ratekeeper.State
-	spec.StepUnits(&st, 1_900_000_000_000_000, 1)
+	var st driver.State
+	if o := spec.StepOne(&st, 1_900_000_000_000_000, 1); o.Allowed || !reflect.DeepEqual(st, driver.State{}) {
+		t.Errorf("StepOne on an All = %+v, state %+v; want nothing allowed nor taken", o, st)
+	}
 }

@@ -112,15 +112,11 @@ func Middleware(l *ratekeeper.Limiter, opts ...Option) func(http.Handler) http.H
 		}
 	}
 	m := &middleware{config: c, lim: l}
-	spec := l.Spec()
-	parts := spec.Parts
-	if parts == nil {
-		parts = []ratekeeper.Spec{spec}
-	}
+	parts := l.Spec().Policies()
 	items := make([]string, len(parts))
 	for i, p := range parts {
-		m.sfNames = append(m.sfNames, sfString(p.Name))
-		items[i] = fmt.Sprintf("%s;q=%d;w=%d", m.sfNames[i], p.Limit, max(1, ceilSeconds(p.Window)))
+		m.sfNames = append(m.sfNames, sfString(p.Name()))
+		items[i] = fmt.Sprintf("%s;q=%d;w=%d", m.sfNames[i], p.Limit(), max(1, ceilSeconds(p.Window())))
 	}
 	m.policyField = strings.Join(items, ", ")
 	if m.denied == nil {

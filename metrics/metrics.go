@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // DefaultNamespace begins every metric's name unless WithNamespace says
@@ -247,19 +248,19 @@ func (m *Metrics) addHitSource(h hitCounter) {
 }
 
 // limiter returns the series of spec's limiter.
-func (m *Metrics) limiter(spec *ratekeeper.Spec) *limiterSeries {
-	if ls := (*m.limiters.Load())[spec.Name]; ls != nil {
+func (m *Metrics) limiter(spec *driver.ValidSpec) *limiterSeries {
+	if ls := (*m.limiters.Load())[spec.Name()]; ls != nil {
 		return ls
 	}
 	return m.add(spec, "")
 }
 
 // policy returns the series of the named policy of spec's limiter.
-func (m *Metrics) policy(spec *ratekeeper.Spec, ls *limiterSeries, name string) *policySeries {
+func (m *Metrics) policy(spec *driver.ValidSpec, ls *limiterSeries, name string) *policySeries {
 	if name == "" {
-		name = spec.Name // a store that leaves Result.Policy empty
+		name = spec.Name() // a store that leaves Result.Policy empty
 	}
-	isAll := spec.Algorithm == ratekeeper.AlgorithmAll
+	isAll := spec.IsAll()
 	for {
 		for i := range ls.policies {
 			if p := &ls.policies[i]; p.name == name && (p.denials != nil || !isAll) {
@@ -273,51 +274,51 @@ func (m *Metrics) policy(spec *ratekeeper.Spec, ls *limiterSeries, name string) 
 // add publishes the series of spec's limiter with any that were missing:
 // those of every policy of spec and, unless empty, of policy. Limiters of
 // one name may have different policies.
-func (m *Metrics) add(spec *ratekeeper.Spec, policy string) *limiterSeries {
+func (m *Metrics) add(spec *driver.ValidSpec, policy string) *limiterSeries {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := *m.limiters.Load()
 	ls := &limiterSeries{}
-	if prev := old[spec.Name]; prev != nil {
+	if prev := old[spec.Name()]; prev != nil {
 		*ls = *prev
 		ls.policies = slices.Clone(prev.policies)
 	} else {
-		ls.decide = m.durations.WithLabelValues(spec.Name, opDecide)
-		ls.errors = m.decisions.WithLabelValues(spec.Name, spec.Name, outcomeError)
+		ls.decide = m.durations.WithLabelValues(spec.Name(), opDecide)
+		ls.errors = m.decisions.WithLabelValues(spec.Name(), spec.Name(), outcomeError)
 	}
-	isAll := spec.Algorithm == ratekeeper.AlgorithmAll
+	isAll := spec.IsAll()
 	need := func(name string) {
 		i := slices.IndexFunc(ls.policies, func(p policySeries) bool { return p.name == name })
 		if i < 0 {
 			ls.policies = append(ls.policies, policySeries{
 				name:    name,
-				allowed: m.decisions.WithLabelValues(spec.Name, name, outcomeAllowed),
-				denied:  m.decisions.WithLabelValues(spec.Name, name, outcomeDenied),
+				allowed: m.decisions.WithLabelValues(spec.Name(), name, outcomeAllowed),
+				denied:  m.decisions.WithLabelValues(spec.Name(), name, outcomeDenied),
 			})
 			i = len(ls.policies) - 1
 		}
 		if isAll && ls.policies[i].denials == nil {
-			ls.policies[i].denials = m.denials.WithLabelValues(spec.Name, name)
+			ls.policies[i].denials = m.denials.WithLabelValues(spec.Name(), name)
 		}
 	}
 	if isAll {
-		for _, p := range spec.Parts {
-			need(p.Name)
+		for _, p := range spec.Policies() {
+			need(p.Name())
 		}
 	} else {
-		need(spec.Name)
+		need(spec.Name())
 	}
 	if policy != "" {
 		need(policy)
 	}
 	next := maps.Clone(old)
-	next[spec.Name] = ls
+	next[spec.Name()] = ls
 	m.limiters.Store(&next)
 	return ls
 }
 
 // failed logs a failed store call.
-func (m *Metrics) failed(ctx context.Context, spec *ratekeeper.Spec, op, key string, err error) {
+func (m *Metrics) failed(ctx context.Context, spec *driver.ValidSpec, op, key string, err error) {
 	level, msg := slog.LevelError, "ratekeeper: store failed"
 	if errors.Is(err, context.Canceled) {
 		level, msg = slog.LevelDebug, "ratekeeper: store call canceled"
@@ -327,7 +328,7 @@ func (m *Metrics) failed(ctx context.Context, spec *ratekeeper.Spec, op, key str
 		logger = slog.Default()
 	}
 	logger.LogAttrs(ctx, level, msg,
-		slog.String("limiter", spec.Name), slog.String("algorithm", spec.Algorithm),
+		slog.String("limiter", spec.Name()), slog.String("algorithm", spec.Algorithm()),
 		slog.String("op", op), slog.String("key", key), slog.Any("err", err))
 }
 
@@ -344,28 +345,28 @@ type wrapped struct {
 var _ ratekeeper.Store = (*wrapped)(nil)
 
 // Decide decides through the inner store, and records the call.
-func (w *wrapped) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
+func (w *wrapped) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
 	start := time.Since(epoch)
 	res, err := w.inner.Decide(ctx, key, spec, n)
 	elapsed := time.Since(epoch) - start
-	ls := w.m.limiter(&spec)
+	ls := w.m.limiter(spec)
 	ls.decide.Observe(elapsed.Seconds())
 	switch {
 	case err != nil:
 		if !errors.Is(err, context.Canceled) {
 			ls.errors.Inc()
 		}
-		w.m.failed(ctx, &spec, opDecide, key, err)
+		w.m.failed(ctx, spec, opDecide, key, err)
 	case n == 0:
 		// A peek: nothing was decided, and a "denied" peek refused nobody.
 	case res.Allowed:
-		w.m.policy(&spec, ls, res.Policy).allowed.Inc()
+		w.m.policy(spec, ls, res.Policy).allowed.Inc()
 	default:
-		w.m.policy(&spec, ls, res.Policy).denied.Inc()
-		if spec.Algorithm == ratekeeper.AlgorithmAll {
+		w.m.policy(spec, ls, res.Policy).denied.Inc()
+		if spec.IsAll() {
 			for _, p := range res.Parts {
 				if !p.Allowed {
-					w.m.policy(&spec, ls, p.Policy).denials.Inc()
+					w.m.policy(spec, ls, p.Policy).denials.Inc()
 				}
 			}
 		}
@@ -375,12 +376,12 @@ func (w *wrapped) Decide(ctx context.Context, key string, spec ratekeeper.Spec, 
 
 // Reset resets through the inner store, and records the call. Resets are
 // rare, so their series are resolved on each call.
-func (w *wrapped) Reset(ctx context.Context, key string, spec ratekeeper.Spec) error {
+func (w *wrapped) Reset(ctx context.Context, key string, spec *driver.ValidSpec) error {
 	start := time.Since(epoch)
 	err := w.inner.Reset(ctx, key, spec)
-	w.m.durations.WithLabelValues(spec.Name, opReset).Observe((time.Since(epoch) - start).Seconds())
+	w.m.durations.WithLabelValues(spec.Name(), opReset).Observe((time.Since(epoch) - start).Seconds())
 	if err != nil {
-		w.m.failed(ctx, &spec, opReset, key, err)
+		w.m.failed(ctx, spec, opReset, key, err)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 const denyShards = 16
@@ -29,7 +30,7 @@ type denyShard struct {
 }
 
 type denyKey struct {
-	spec ratekeeper.SpecKey
+	spec driver.SpecKey
 	key  string
 }
 
@@ -55,7 +56,7 @@ func (c *denyCache) shard(key string) *denyShard {
 // lookup answers a request of cost n at now from a remembered denial. The
 // answer's Remaining is the one Redis reported, and its ResetAfter is aged
 // by the time since.
-func (c *denyCache) lookup(spec *ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
+func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	d, ok := sh.entries[denyKey{spec.Key(), key}]
@@ -83,7 +84,7 @@ func aged(res ratekeeper.Result, elapsed time.Duration) ratekeeper.Result {
 }
 
 // remember records a denial of cost n for a call sent at sent.
-func (c *denyCache) remember(spec *ratekeeper.Spec, key string, n int64, sent time.Time, res ratekeeper.Result) {
+func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent time.Time, res ratekeeper.Result) {
 	sh := c.shard(key)
 	k := denyKey{spec.Key(), key}
 	sh.mu.Lock()
@@ -104,7 +105,7 @@ func (c *denyCache) remember(spec *ratekeeper.Spec, key string, n int64, sent ti
 }
 
 // forget drops key's denial under spec.
-func (c *denyCache) forget(spec *ratekeeper.Spec, key string) {
+func (c *denyCache) forget(spec *driver.ValidSpec, key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	delete(sh.entries, denyKey{spec.Key(), key})

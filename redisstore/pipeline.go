@@ -218,11 +218,11 @@ func groupCalls(batch []*call, combine bool) []group {
 			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args})
 			continue
 		}
-		// ARGV: the first call's cost, time and slack (read by lib.lua),
-		// then each call's cost, time and parameters (batch.lua).
+		// ARGV: the slack, then each call's cost, time and parameters
+		// (batch.lua).
 		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
-			keys: make([]string, len(calls)), args: make([]any, 0, 3+len(calls)*(2+alg.params))}
-		g.args = append(g.args, calls[0].args[:3]...)
+			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*5)}
+		g.args = append(g.args, calls[0].args[2])
 		for i, c := range calls {
 			g.keys[i] = c.keys[0]
 			g.args = append(g.args, c.args[0], c.args[1])

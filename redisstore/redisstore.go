@@ -28,78 +28,82 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// algorithm is how one ratekeeper algorithm runs in Redis.
+// algorithm is how one ratekeeper algorithm runs in Redis: the script of
+// one request, and that of a batch (batch.lua). For All, script is
+// all.lua's and batch is nil.
 type algorithm struct {
-	script *redis.Script
-	src    string
-	params int    // how many of Spec.Params the script reads
-	suffix string // of its key, after the hash tag
-	index  int    // its index in all.lua's table of algorithms
-	// batch decides several requests in one call (batch.lua); nil for
-	// All.
+	script   *redis.Script
+	src      string
 	batch    *redis.Script
 	batchSrc string
 }
 
-var algorithms = map[string]*algorithm{
-	ratekeeper.AlgorithmTokenBucket:          newAlgorithm(1, 3, ":tb", "token_bucket"),
-	ratekeeper.AlgorithmGCRA:                 newAlgorithm(2, 2, ":gcra", "gcra"),
-	ratekeeper.AlgorithmFixedWindow:          newAlgorithm(3, 2, ":fw", "fixed_window"),
-	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm(4, 2, ":swl", "sliding_window_log"),
-	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm(5, 2, ":swc", "sliding_window_counter", "muldiv"),
-	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(6, 2, ":lb", "leaky_bucket"),
-}
+// algorithms are the scripts of the algorithms registered with the driver
+// that have a file lua/<name>.lua, by name.
+var algorithms = map[string]*algorithm{}
 
 // allScript decides for the policies of an All at once. It holds every
 // algorithm's function.
-var allScript = func() *algorithm {
-	src := luaSource("lib", "muldiv", "token_bucket", "gcra", "fixed_window",
-		"sliding_window_log", "sliding_window_counter", "leaky_bucket", "all")
-	return &algorithm{script: redis.NewScript(src), src: src}
-}()
+var allScript *algorithm
 
-// newAlgorithm builds the script of one algorithm: lib.lua, the helpers
-// every script shares, the files needed (the algorithm's function
-// first), and a call of that function with the parameters in ARGV.
-func newAlgorithm(index, params int, suffix, function string, helpers ...string) *algorithm {
-	files := append(append([]string{"lib"}, helpers...), function)
-	var call strings.Builder
-	fmt.Fprintf(&call, "return {%s(KEYS[1], n > 0", function)
-	for i := range params {
-		fmt.Fprintf(&call, ", ARGV[%d] + 0", 4+i)
+func init() {
+	var every []string
+	for _, name := range driver.Algorithms() {
+		if _, err := luaFiles.ReadFile("lua/" + name + ".lua"); err != nil {
+			continue // an algorithm without a script: Decide refuses it
+		}
+		src, batchSrc := luaScript([]string{name}, "single"), luaScript([]string{name}, "batch")
+		algorithms[name] = &algorithm{script: redis.NewScript(src), src: src,
+			batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
+		every = append(every, name)
 	}
-	call.WriteString(")}\n")
-	src := luaSource(files...) + call.String()
-	// The batch's requests take 2 + params values each: cost, time,
-	// parameters.
-	call.Reset()
-	fmt.Fprintf(&call, "return batch(%d, function(key, at) return %s(key, n > 0", 2+params, function)
-	for i := range params {
-		fmt.Fprintf(&call, ", ARGV[at + %d] + 0", 2+i)
-	}
-	call.WriteString(") end)\n")
-	batchSrc := luaSource(append(files, "batch")...) + call.String()
-	return &algorithm{script: redis.NewScript(src), src: src, params: params, suffix: suffix, index: index,
-		batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
+	src := luaScript(every, "all")
+	allScript = &algorithm{script: redis.NewScript(src), src: src}
 }
 
-// luaSource joins the embedded files lua/<name>.lua.
-func luaSource(names ...string) string {
+// luaScript is a script as Redis receives it: lib.lua, the helpers the
+// algorithms call, the files of the named algorithms, and the entry file
+// (single, batch or all) that reads ARGV and calls them.
+func luaScript(names []string, entry string) string {
 	var src strings.Builder
-	for _, name := range names {
-		part, err := luaFiles.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			panic(err) // embedded at build time; cannot happen
-		}
-		src.Write(part)
-		src.WriteByte('\n')
+	src.WriteString(luaFile("lib"))
+	algs := make([]string, len(names))
+	for i, name := range names {
+		algs[i] = luaFile(name)
 	}
+	for _, helper := range luaHelpers {
+		for _, alg := range algs {
+			if strings.Contains(alg, helper+"(") {
+				src.WriteString(luaFile(helper))
+				break
+			}
+		}
+	}
+	for _, alg := range algs {
+		src.WriteString(alg)
+	}
+	src.WriteString(luaFile(entry))
 	return src.String()
+}
+
+// luaHelpers are the files of functions that algorithms may call, each
+// file named after its function.
+var luaHelpers = []string{"muldiv"}
+
+// luaFile returns the embedded file lua/<name>.lua, and a blank line.
+func luaFile(name string) string {
+	part, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err) // embedded at build time; cannot happen
+	}
+	return string(part) + "\n"
 }
 
 // DefaultKeyPrefix begins every Redis key the store writes.
@@ -221,8 +225,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // Decide runs spec's script for key, atomically, in one round trip. The
 // policies of an All are decided by one script call, over keys that share
 // the caller's hash tag.
-func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
-	alg, err := scriptOf(&spec)
+func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
+	alg, err := scriptOf(spec)
 	if err != nil {
 		return ratekeeper.Result{}, err
 	}
@@ -231,11 +235,11 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		sent = s.clock()
 	}
 	if s.denies != nil {
-		if res, ok := s.denies.lookup(&spec, key, n, sent); ok {
+		if res, ok := s.denies.lookup(spec, key, n, sent); ok {
 			return res, nil
 		}
 	}
-	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx}
+	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: ctx}
 	var reply any
 	if inline := s.inline(ctx); s.pipeliner != nil {
 		reply, err = s.pipeliner.do(ctx, c, inline)
@@ -254,11 +258,11 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		reply, err = c.wait(ctx)
 	}
 	if err != nil {
-		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
+		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
-	res, err := parseReply(&spec, reply)
+	res, err := parseReply(spec, reply)
 	if err == nil && !res.Allowed && s.denies != nil {
-		s.denies.remember(&spec, key, n, sent, res)
+		s.denies.remember(spec, key, n, sent, res)
 	}
 	return res, err
 }
@@ -278,47 +282,45 @@ func (s *Store) inline(ctx context.Context) bool {
 	return deadline && s.contextTimeouts
 }
 
-// scriptOf returns the script that decides for spec, or an error for an
-// algorithm the store does not know.
-func scriptOf(spec *ratekeeper.Spec) (*algorithm, error) {
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		for _, p := range spec.Parts {
-			if _, err := scriptOf(&p); err != nil || p.Algorithm == ratekeeper.AlgorithmAll {
-				return nil, fmt.Errorf("redisstore: %w: All of %q", ratekeeper.ErrInvalidPolicy, p.Algorithm)
+// scriptOf returns the script that decides for spec, or an error for a
+// spec not made by driver.Validate or an algorithm without a script.
+func scriptOf(spec *driver.ValidSpec) (*algorithm, error) {
+	if !spec.Valid() {
+		return nil, fmt.Errorf("redisstore: %w: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
+	}
+	if spec.IsAll() {
+		for _, p := range spec.Policies() {
+			if _, ok := algorithms[p.Algorithm()]; !ok {
+				return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, p.Algorithm())
 			}
 		}
 		return allScript, nil
 	}
-	alg, ok := algorithms[spec.Algorithm]
+	alg, ok := algorithms[spec.Algorithm()]
 	if !ok {
-		return nil, fmt.Errorf("redisstore: %w: unknown algorithm %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm)
+		return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm())
 	}
 	return alg, nil
 }
 
 // args are the script's ARGV: the cost, the time or "" for the server's
 // clock, the expiry slack, then the parameters; for an All, each policy's
-// algorithm and three parameters.
-func (s *Store) args(spec *ratekeeper.Spec, n int64, sent time.Time) []any {
-	var args []any
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		args = make([]any, 0, 3+4*len(spec.Parts))
-	} else {
-		args = make([]any, 0, 3+len(spec.Params))
-	}
+// algorithm and parameters.
+func (s *Store) args(spec *driver.ValidSpec, n int64, sent time.Time) []any {
+	args := make([]any, 0, 3+4*max(spec.NumParts(), 1))
 	if s.now == nil {
 		args = append(args, n, "", serverClockSlack)
 	} else {
 		args = append(args, n, sent.UnixMicro(), suppliedClockSlack)
 	}
-	if spec.Algorithm != ratekeeper.AlgorithmAll {
-		for _, p := range spec.Params[:algorithms[spec.Algorithm].params] {
-			args = append(args, p)
-		}
-		return args
+	if !spec.IsAll() {
+		p := spec.Params()
+		return append(args, p.Capacity, p.Rate, p.Interval)
 	}
-	for _, p := range spec.Parts {
-		args = append(args, algorithms[p.Algorithm].index, p.Params[0], p.Params[1], p.Params[2])
+	for i := range spec.NumParts() {
+		part := spec.Part(i)
+		p := part.Params()
+		args = append(args, part.Algorithm(), p.Capacity, p.Rate, p.Interval)
 	}
 	return args
 }
@@ -331,14 +333,14 @@ func (s *Store) clock() time.Time {
 }
 
 // Reset deletes key's state under spec (every policy's, for an All).
-func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) error {
-	if _, err := scriptOf(&spec); err != nil {
+func (s *Store) Reset(ctx context.Context, key string, spec *driver.ValidSpec) error {
+	if _, err := scriptOf(spec); err != nil {
 		return err
 	}
 	if s.denies != nil {
-		s.denies.forget(&spec, key)
+		s.denies.forget(spec, key)
 	}
-	if err := s.client.Del(ctx, s.keys(key, &spec)...).Err(); err != nil {
+	if err := s.client.Del(ctx, s.keys(key, spec)...).Err(); err != nil {
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil
@@ -346,7 +348,7 @@ func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) err
 
 // Key returns the Redis key that holds key's state under spec (for an
 // All, its first policy's; see Keys).
-func (s *Store) Key(key string, spec ratekeeper.Spec) string {
+func (s *Store) Key(key string, spec *driver.ValidSpec) string {
 	if keys := s.Keys(key, spec); len(keys) > 0 {
 		return keys[0]
 	}
@@ -358,32 +360,32 @@ func (s *Store) Key(key string, spec ratekeeper.Spec) string {
 // spread over the slots of a Redis Cluster while all the keys of one
 // caller share a slot. A named policy adds its name:
 // "rk:{user:1}:gcra:per-second". Keys is nil for an unknown algorithm.
-func (s *Store) Keys(key string, spec ratekeeper.Spec) []string {
-	if _, err := scriptOf(&spec); err != nil {
+func (s *Store) Keys(key string, spec *driver.ValidSpec) []string {
+	if _, err := scriptOf(spec); err != nil {
 		return nil
 	}
-	return s.keys(key, &spec)
+	return s.keys(key, spec)
 }
 
-func (s *Store) keys(key string, spec *ratekeeper.Spec) []string {
+func (s *Store) keys(key string, spec *driver.ValidSpec) []string {
 	tag := s.prefix + "{" + escapeBraces(key) + "}"
-	if spec.Algorithm != ratekeeper.AlgorithmAll {
+	if !spec.IsAll() {
 		return []string{stateKey(tag, spec)}
 	}
-	keys := make([]string, len(spec.Parts))
-	for i := range spec.Parts {
-		keys[i] = stateKey(tag, &spec.Parts[i])
+	keys := make([]string, spec.NumParts())
+	for i := range keys {
+		keys[i] = stateKey(tag, spec.Part(i))
 	}
 	return keys
 }
 
 // stateKey is the key of one policy's state: the caller's tag, the
-// algorithm, and the policy's StateName, if any.
-func stateKey(tag string, spec *ratekeeper.Spec) string {
+// algorithm's short name, and the policy's StateName, if any.
+func stateKey(tag string, spec *driver.ValidSpec) string {
 	if name := spec.StateName(); name != "" {
-		return tag + algorithms[spec.Algorithm].suffix + ":" + name
+		return tag + ":" + spec.Short() + ":" + name
 	}
-	return tag + algorithms[spec.Algorithm].suffix
+	return tag + ":" + spec.Short()
 }
 
 // escapeBraces keeps a caller's key from closing the hash tag early (or
@@ -399,17 +401,14 @@ func escapeBraces(key string) string {
 var errReply = errors.New("redisstore: unexpected script reply")
 
 // parseReply reads the scripts' reply, four integers per policy: allowed,
-// remaining, retry after and reset after, in the Spec's integer units.
-func parseReply(spec *ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
-	parts := 1
-	if spec.Algorithm == ratekeeper.AlgorithmAll {
-		parts = len(spec.Parts)
-	}
+// remaining, retry after and reset after, in the spec's integer units.
+func parseReply(spec *driver.ValidSpec, reply any) (ratekeeper.Result, error) {
+	parts := max(spec.NumParts(), 1)
 	fields, ok := reply.([]any)
 	if !ok || len(fields) != 4*parts {
 		return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	var v [4 * ratekeeper.MaxParts]int64
+	var v [4 * driver.MaxParts]int64
 	for i, f := range fields {
 		// Every value is an integer in [0, 2^53): anything else did not
 		// come from these scripts.
@@ -417,12 +416,12 @@ func parseReply(spec *ratekeeper.Spec, reply any) (ratekeeper.Result, error) {
 			return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
 		}
 	}
-	if spec.Algorithm != ratekeeper.AlgorithmAll {
-		return spec.Result(v[0] == 1, v[1], v[2], v[3]), nil
+	var out [driver.MaxParts]driver.Outcome
+	for i := range parts {
+		out[i] = driver.Outcome{Allowed: v[4*i] == 1, Remaining: v[4*i+1], RetryAfter: v[4*i+2], ResetAfter: v[4*i+3]}
 	}
-	var buf [ratekeeper.MaxParts]ratekeeper.Result
-	for i, p := range spec.Parts {
-		buf[i] = p.Result(v[4*i] == 1, v[4*i+1], v[4*i+2], v[4*i+3])
+	if !spec.IsAll() {
+		return results.Of(spec, out[0]), nil
 	}
-	return spec.Join(buf[:parts]), nil
+	return results.Join(spec, out[:parts]), nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // config is the demo limiter's policy in the units of the original token
@@ -44,22 +45,22 @@ type config struct {
 // requests at once and one a second after that, so that switching
 // between them shows how they differ rather than how their numbers do.
 var defaults = map[string]config{
-	ratekeeper.AlgorithmTokenBucket:          {Capacity: 10, RefillRate: 1, RefillInterval: 1},
-	ratekeeper.AlgorithmGCRA:                 {Rate: 1, Period: 1, Burst: 10},
-	ratekeeper.AlgorithmFixedWindow:          {Limit: 10, Window: 10},
-	ratekeeper.AlgorithmSlidingWindowLog:     {Limit: 10, Window: 10},
-	ratekeeper.AlgorithmSlidingWindowCounter: {Limit: 10, Window: 10},
-	ratekeeper.AlgorithmLeakyBucket:          {Capacity: 10, LeakRate: 1},
+	driver.AlgorithmTokenBucket:          {Capacity: 10, RefillRate: 1, RefillInterval: 1},
+	driver.AlgorithmGCRA:                 {Rate: 1, Period: 1, Burst: 10},
+	driver.AlgorithmFixedWindow:          {Limit: 10, Window: 10},
+	driver.AlgorithmSlidingWindowLog:     {Limit: 10, Window: 10},
+	driver.AlgorithmSlidingWindowCounter: {Limit: 10, Window: 10},
+	driver.AlgorithmLeakyBucket:          {Capacity: 10, LeakRate: 1},
 }
 
 // params lists each algorithm's fields, as named in JSON and forms.
 var params = map[string][]string{
-	ratekeeper.AlgorithmTokenBucket:          {"capacity", "refill_rate", "refill_interval"},
-	ratekeeper.AlgorithmGCRA:                 {"rate", "period", "burst"},
-	ratekeeper.AlgorithmFixedWindow:          {"limit", "window"},
-	ratekeeper.AlgorithmSlidingWindowLog:     {"limit", "window"},
-	ratekeeper.AlgorithmSlidingWindowCounter: {"limit", "window"},
-	ratekeeper.AlgorithmLeakyBucket:          {"capacity", "leak_rate"},
+	driver.AlgorithmTokenBucket:          {"capacity", "refill_rate", "refill_interval"},
+	driver.AlgorithmGCRA:                 {"rate", "period", "burst"},
+	driver.AlgorithmFixedWindow:          {"limit", "window"},
+	driver.AlgorithmSlidingWindowLog:     {"limit", "window"},
+	driver.AlgorithmSlidingWindowCounter: {"limit", "window"},
+	driver.AlgorithmLeakyBucket:          {"capacity", "leak_rate"},
 }
 
 // policyFields maps a field to the name the library's validation errors
@@ -76,7 +77,7 @@ var policyFields = map[string]*regexp.Regexp{
 	"leak_rate":       regexp.MustCompile(`\bLeakRate\b`),
 }
 
-func defaultConfig() config { return withAlgorithm(ratekeeper.AlgorithmTokenBucket) }
+func defaultConfig() config { return withAlgorithm(driver.AlgorithmTokenBucket) }
 
 func withAlgorithm(algorithm string) config {
 	c := defaults[algorithm]
@@ -161,7 +162,7 @@ func jsonText(v any) string {
 func parseConfig(fields map[string]string, cur config) (config, error) {
 	alg, ok := fields["algorithm"]
 	if !ok || alg == "" {
-		alg = ratekeeper.AlgorithmTokenBucket
+		alg = driver.AlgorithmTokenBucket
 	}
 	names, ok := params[alg]
 	if !ok {
@@ -259,31 +260,31 @@ func parseInt(field, raw string, dst *int64) error {
 // validates it: ratekeeper.New reports what is out of range.
 func (c config) policy() (ratekeeper.Policy, error) {
 	switch c.Algorithm {
-	case ratekeeper.AlgorithmTokenBucket:
+	case driver.AlgorithmTokenBucket:
 		interval, err := seconds("refill_interval", c.RefillInterval)
 		if err != nil {
 			return nil, err
 		}
 		return ratekeeper.TokenBucket{Capacity: c.Capacity, RefillRate: c.RefillRate, RefillInterval: interval}, nil
-	case ratekeeper.AlgorithmGCRA:
+	case driver.AlgorithmGCRA:
 		period, err := seconds("period", c.Period)
 		if err != nil {
 			return nil, err
 		}
 		return ratekeeper.GCRA{Rate: c.Rate, Period: period, Burst: c.Burst}, nil
-	case ratekeeper.AlgorithmFixedWindow, ratekeeper.AlgorithmSlidingWindowLog, ratekeeper.AlgorithmSlidingWindowCounter:
+	case driver.AlgorithmFixedWindow, driver.AlgorithmSlidingWindowLog, driver.AlgorithmSlidingWindowCounter:
 		window, err := seconds("window", c.Window)
 		if err != nil {
 			return nil, err
 		}
 		switch c.Algorithm {
-		case ratekeeper.AlgorithmFixedWindow:
+		case driver.AlgorithmFixedWindow:
 			return ratekeeper.FixedWindow{Limit: c.Limit, Window: window}, nil
-		case ratekeeper.AlgorithmSlidingWindowLog:
+		case driver.AlgorithmSlidingWindowLog:
 			return ratekeeper.SlidingWindowLog{Limit: c.Limit, Window: window}, nil
 		}
 		return ratekeeper.SlidingWindowCounter{Limit: c.Limit, Window: window}, nil
-	case ratekeeper.AlgorithmLeakyBucket:
+	case driver.AlgorithmLeakyBucket:
 		return ratekeeper.LeakyBucket{Capacity: c.Capacity, LeakRate: c.LeakRate}, nil
 	}
 	return nil, invalid("algorithm", "unknown algorithm %q", c.Algorithm)

@@ -190,7 +190,7 @@ func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, stateReply{
 		decision:  newDecision(res),
-		WindowMs:  ms(l.lim.Spec().Window),
+		WindowMs:  ms(l.lim.Spec().Window()),
 		Backend:   s.be.kind,
 		RedisAddr: s.be.addr,
 		Algorithm: l.cfg.Algorithm,

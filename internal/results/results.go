@@ -3,6 +3,8 @@
 package results
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -46,3 +48,23 @@ func Step(spec *driver.ValidSpec, st *driver.State, now, n int64) ratekeeper.Res
 	}
 	return Of(spec, out[0])
 }
+
+// SpecOf validates p as ratekeeper.New does, with opts, and returns the
+// ValidSpec a store would be given: for tests and tools that run the
+// models directly.
+func SpecOf(p ratekeeper.Policy, opts ...ratekeeper.Option) (*driver.ValidSpec, error) {
+	lim, err := ratekeeper.New(noStore{}, p, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return lim.Spec(), nil
+}
+
+// noStore is the store of SpecOf's Limiter, which decides nothing.
+type noStore struct{}
+
+func (noStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
+	return ratekeeper.Result{}, errors.New("results: SpecOf's limiter decides nothing")
+}
+
+func (noStore) Reset(context.Context, string, *driver.ValidSpec) error { return nil }

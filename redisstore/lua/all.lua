@@ -1,18 +1,22 @@
 -- Several policies on one caller (ratekeeper.All), decided at once: the
 -- request takes from every policy or from none.
 -- KEYS[i]  the state of the i-th policy, all under the caller's hash tag
--- ARGV[4…] four values per policy: its algorithm (an index into
---          algorithms) and its three parameters
+-- ARGV[1]  the cost n in whole requests
+-- ARGV[2]  now in microseconds, or "" to read the server's clock
+-- ARGV[3]  milliseconds added to every expiry
+-- ARGV[4…] four values per policy: its algorithm's name, capacity, rate
+--          and interval
 -- Returns the four integers of every policy, in order.
 
-local algorithms = {token_bucket, gcra, fixed_window, sliding_window_log,
-  sliding_window_counter, leaky_bucket}
+local n = ARGV[1] + 0
+local now = clock(ARGV[2])
+local slack = ARGV[3] + 0
 
 local function decide(take)
   local out, allowed = {}, true
   for i = 1, #KEYS do
     local at = 4 * i
-    local a, r, t, z = algorithms[ARGV[at] + 0](KEYS[i], take,
+    local a, r, t, z = algorithms[ARGV[at]](KEYS[i], take, n, now, slack,
       ARGV[at + 1] + 0, ARGV[at + 2] + 0, ARGV[at + 3] + 0)
     out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
     allowed = allowed and a == 1

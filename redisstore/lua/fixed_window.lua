@@ -3,7 +3,9 @@
 -- expiry is repaired once its window is over. Parameters: limit, window
 -- (µs).
 
-local function fixed_window(key, take, limit, window)
+function algorithms.fixed_window(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
   local count, start = 0, now
   local c, s = decode(redis.call('GET', key), 2)
   if c and now < s + window then count, start = c, s end

@@ -1,8 +1,10 @@
 -- GCRA; the model is ratekeeper's gcra.go.
 -- key holds the theoretical arrival time (µs), an integer string.
--- Parameters: emission interval (µs), burst.
+-- Parameters: burst (capacity), emission interval (µs).
 
-local function gcra(key, take, interval, burst)
+function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
+  local need = n
+  if need == 0 then need = 1 end
   local tat = decode(redis.call('GET', key), 1)
   if not tat or tat < now then tat = now end
   local tolerance = burst * interval

@@ -2,7 +2,9 @@
 -- key holds "<level in billionths>:<time it was measured, µs>".
 -- Parameters: capacity (billionths), leak rate (billionths per µs).
 
-local function leaky_bucket(key, take, capacity, rate)
+function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate)
+  local need = n
+  if need == 0 then need = 1 end
   local level, at = 0, now
   local l, t = decode(redis.call('GET', key), 2)
   if l then

@@ -6,18 +6,26 @@
 -- that is not an integer lies at least 1/b from one, farther than the
 -- rounding of a / b (at most a/b * 2^-53) can move it.
 --
--- ARGV[1]  cost n in whole requests (0 peeks: answer for a cost of 1)
--- ARGV[2]  now in microseconds, or "" to read the server's clock
--- ARGV[3]  milliseconds added to every expiry
--- ARGV[4…] the parameters (ratekeeper.Spec.Params), see below
+-- Each algorithm is a function in the table algorithms, under its name:
 --
--- Each algorithm is a function of its key, take, and its parameters; take
--- says whether to consume n when the request is allowed (never for a
--- peek). Without take it writes nothing. It returns allowed (1 or 0),
--- remaining in millionths, retry after (µs) and reset after (µs), all
--- integers, so Redis truncates nothing; when allowed without take, they
--- describe the state as it is. A script for one policy calls its
--- function once, with ARGV[4…] as parameters; all.lua decides for several.
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--
+-- key      the key that holds the state
+-- take     whether to consume n when the request is allowed (never for a
+--          peek); without take it writes nothing
+-- n        the cost in whole requests (0 peeks: answer for a cost of 1)
+-- now      the time in microseconds
+-- slack    milliseconds added to every expiry
+-- capacity, rate, interval
+--          the parameters (driver.Params), each algorithm reading those
+--          it needs
+--
+-- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
+-- and reset after (µs), all integers, so Redis truncates nothing; when
+-- allowed without take, they describe the state as it is. The script
+-- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
+-- call the functions.
+local algorithms = {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
 -- 2^53; nil for anything else, which then counts as a fresh key.
@@ -43,15 +51,11 @@ local function decode(v, k)
   return a, b, c
 end
 
--- ARGV are written by redisstore, numbers in decimal.
-local n = ARGV[1] + 0
-local need = n
-if need == 0 then need = 1 end
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = ARGV[2] + 0
+-- clock reads ARGV's time: microseconds, or "" for the server's clock.
+local function clock(t)
+  if t == '' then
+    local tm = redis.call('TIME')
+    return tm[1] * 1000000 + tm[2]
+  end
+  return t + 0
 end
-local slack = ARGV[3] + 0

@@ -2,7 +2,9 @@
 -- key holds "<start of the current window, µs>:<previous count>:<current
 -- count>". Parameters: limit, window (µs).
 
-local function sliding_window_counter(key, take, limit, window)
+function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
   local start = math.floor(now / window) * window
   local prev, curr = 0, 0
   local s, p, c = decode(redis.call('GET', key), 3)

@@ -2,7 +2,9 @@
 -- key is a sorted set of admitted requests scored by their time (µs).
 -- Parameters: limit, window (µs).
 
-local function sliding_window_log(key, take, limit, window)
+function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
   local allowed = 0

@@ -27,7 +27,7 @@
 
 -- tb_decode returns tokens and last of a stored value, or nil for
 -- anything malformed, which then counts as a fresh key.
-local function tb_decode(v)
+local function tb_decode(v, now)
   if not v then return nil end
   if not string.find(v, '^[1-9]%d+$') then return decode(v, 2) end
   local len, i = #v, string.byte(v, -1) - 48 -- i = k - 10
@@ -67,9 +67,11 @@ local function tb_encode(tokens, last, capacity, rate, interval)
   return string.format('%d:%d', tokens, last)
 end
 
-local function token_bucket(key, take, capacity, rate, interval)
+function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, interval)
+  local need = n
+  if need == 0 then need = 1 end
   local tokens, last = capacity, now
-  local t, l = tb_decode(redis.call('GET', key))
+  local t, l = tb_decode(redis.call('GET', key), now)
   if t then
     tokens, last = t, l
     if now > last then
