@@ -19,7 +19,7 @@ func TestPolicyErrorNamesTheField(t *testing.T) {
 	gcra := ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10}
 	fw := ratekeeper.FixedWindow{Limit: 10, Window: time.Second}
 	tests := []struct {
-		policy        ratekeeper.Policy
+		policy      ratekeeper.Policy
 		name, field string
 	}{
 		{ratekeeper.TokenBucket{RefillRate: 1, RefillInterval: time.Second}, "TokenBucket", "Capacity"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
@@ -171,11 +172,11 @@ func ExampleWithKeyFunc() {
 // downStore is a store whose backend is unreachable.
 type downStore struct{}
 
-func (downStore) Decide(context.Context, string, ratekeeper.Spec, int64) (ratekeeper.Result, error) {
+func (downStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
 	return ratekeeper.Result{}, errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 
-func (downStore) Reset(context.Context, string, ratekeeper.Spec) error {
+func (downStore) Reset(context.Context, string, *driver.ValidSpec) error {
 	return errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -702,12 +703,12 @@ func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration)
 // hungStore never answers, and ignores its context.
 type hungStore struct{ release chan struct{} }
 
-func (s hungStore) Decide(context.Context, string, ratekeeper.Spec, int64) (ratekeeper.Result, error) {
+func (s hungStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
 	<-s.release
 	return ratekeeper.Result{}, errors.New("released")
 }
 
-func (s hungStore) Reset(context.Context, string, ratekeeper.Spec) error { return nil }
+func (s hungStore) Reset(context.Context, string, *driver.ValidSpec) error { return nil }
 
 func TestHungStore(t *testing.T) {
 	s := hungStore{make(chan struct{})}

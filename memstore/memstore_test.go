@@ -7,13 +7,13 @@ import (
 	"math"
 	"reflect"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -162,7 +162,7 @@ func TestSweep(t *testing.T) {
 		clock := newClock()
 		s := newStore(t, memstore.WithClock(clock.Now))
 		lim := newLimiter(t, s, p)
-		alg := lim.Spec().Algorithm
+		alg := lim.Spec().Algorithm()
 
 		var res ratekeeper.Result
 		for i := range 100 {
@@ -290,7 +290,7 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	for _, p := range large {
 		lim := newLimiter(t, newStore(t), p)
-		alg := lim.Spec().Algorithm
+		alg := lim.Spec().Algorithm()
 		if _, err := lim.Allow(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,7 @@ func TestZeroAllocs(t *testing.T) {
 
 	for _, p := range policies {
 		lim := newLimiter(t, newStore(t), p)
-		alg := lim.Spec().Algorithm
+		alg := lim.Spec().Algorithm()
 		if res, err := lim.AllowN(ctx, "k", 3); err != nil || !res.Allowed {
 			t.Fatalf("%s: AllowN(3) = %+v, %v", alg, res, err)
 		}
@@ -332,19 +332,19 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 	for _, p := range policies {
 		lim := newLimiter(t, s, p)
 		lims = append(lims, lim)
-		algorithms[lim.Spec().Algorithm] = true
+		algorithms[lim.Spec().Algorithm()] = true
 	}
 	if len(algorithms) != len(policies) {
 		t.Fatalf("%d policies of only %d algorithms", len(policies), len(algorithms))
 	}
 	for i, lim := range lims {
-		alg := lim.Spec().Algorithm
+		alg := lim.Spec().Algorithm()
 		res, err := lim.AllowN(ctx, "k", 3)
 		wantResult(t, alg+": AllowN(3)", res, err, true, 0)
 		// The algorithms not used yet still see a fresh key.
 		for _, other := range lims[i+1:] {
 			res, err := other.Peek(ctx, "k")
-			wantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm, alg), res, err, true, 3)
+			wantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm(), alg), res, err, true, 3)
 		}
 	}
 	if s.Len() != 1 {
@@ -358,7 +358,7 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 		}
 		for j, other := range order {
 			res, err := other.Peek(ctx, "k")
-			what := fmt.Sprintf("%s: Peek after %d resets", other.Spec().Algorithm, i+1)
+			what := fmt.Sprintf("%s: Peek after %d resets", other.Spec().Algorithm(), i+1)
 			if j <= i {
 				wantResult(t, what, res, err, true, 3)
 			} else {
@@ -443,41 +443,28 @@ func TestDecideRejectsInvalidCost(t *testing.T) {
 	for _, p := range append(policies, ratekeeper.All(policies...)) {
 		lim := newLimiter(t, s, p)
 		spec := lim.Spec()
-		for _, n := range []int64{-1, spec.MaxCost + 1, math.MinInt64, math.MaxInt64} {
+		for _, n := range []int64{-1, spec.MaxCost() + 1, math.MinInt64, math.MaxInt64} {
 			res, err := s.Decide(ctx, "k", spec, n)
 			if !errors.Is(err, ratekeeper.ErrInvalidCost) {
-				t.Errorf("%s: Decide(%d) = %+v, %v; want an error matching ErrInvalidCost", spec.Algorithm, n, res, err)
+				t.Errorf("%s: Decide(%d) = %+v, %v; want an error matching ErrInvalidCost", spec.Algorithm(), n, res, err)
 			}
 		}
 		res, err := lim.Peek(ctx, "k")
-		wantResult(t, spec.Algorithm+": Peek after invalid costs", res, err, true, 3)
+		wantResult(t, spec.Algorithm()+": Peek after invalid costs", res, err, true, 3)
 	}
 }
 
-// Decide runs only what it validated: an All Spec whose Parts changed in
-// place since its last decision is validated anew, and keeps its states
-// under the parts' new names.
-func TestDecideValidatesChangedParts(t *testing.T) {
+// A spec that driver.Validate did not make, which no Limiter passes on,
+// is refused, never run.
+func TestDecideRefusesUnvalidatedSpec(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	lim := newLimiter(t, s, ratekeeper.All(
-		ratekeeper.Named("a", ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: time.Hour}),
-		ratekeeper.Named("b", ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 3})))
-	spec := lim.Spec()
-	spec.Parts = slices.Clone(spec.Parts) // the Limiter's own stay as they are
-	res, err := s.Decide(ctx, "k", spec, 1)
-	wantResult(t, "Decide", res, err, true, 2)
-
-	spec.Parts[0].Name = "c"
-	res, err = s.Decide(ctx, "k", spec, 1)
-	if err != nil || res.Parts[0].Policy != "c" || res.Parts[0].Remaining != 2 || res.Parts[1].Remaining != 1 {
-		t.Errorf("Decide after renaming part a to c = %+v, %v; want c fresh (2 left) and b at 1", res, err)
-	}
-
-	spec.Parts[1].Algorithm = "no such algorithm"
-	for _, key := range []string{"k", "new"} {
-		if res, err := s.Decide(ctx, key, spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
-			t.Errorf("Decide on %s with an invalid part = %+v, %v; want an error matching ErrInvalidPolicy", key, res, err)
+	for _, spec := range []*driver.ValidSpec{nil, {}} {
+		if res, err := s.Decide(ctx, "k", spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Decide(%v) = %+v, %v; want an error matching ErrInvalidPolicy", spec, res, err)
+		}
+		if err := s.Reset(ctx, "k", spec); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Reset(%v) = %v; want an error matching ErrInvalidPolicy", spec, err)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/metrics"
@@ -525,9 +526,12 @@ func TestOptions(t *testing.T) {
 	if n := testutil.CollectAndCount(bare); n != 0 {
 		t.Errorf("a fresh Metrics collected %d series", n)
 	}
-	bare.Wrap(newMemstore(t)).Decide(context.Background(), "k",
-		ratekeeper.Spec{Algorithm: ratekeeper.AlgorithmFixedWindow, Name: "x", Limit: 1, MaxCost: 1,
-			Window: time.Second, Params: [4]int64{1_000_000, 1_000_000}}, 1)
+	spec, err := driver.Validate(driver.Spec{Algorithm: driver.AlgorithmFixedWindow, Name: "x", Limit: 1, MaxCost: 1,
+		Params: driver.Params{Capacity: 1, Interval: 1_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.Wrap(newMemstore(t)).Decide(context.Background(), "k", spec, 1)
 	if n := testutil.CollectAndCount(bare, "decisions_total"); n != 3 {
 		t.Errorf("bare decisions_total has %d series, want 3", n)
 	}

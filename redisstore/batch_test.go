@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
@@ -26,7 +28,7 @@ var batchPolicies = []ratekeeper.Policy{
 }
 
 // newCall builds the call that Decide would send.
-func newCall(t *testing.T, s *Store, spec *ratekeeper.Spec, key string, n int64, sent time.Time) *call {
+func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64, sent time.Time) *call {
 	t.Helper()
 	alg, err := scriptOf(spec)
 	if err != nil {
@@ -41,11 +43,11 @@ func newCall(t *testing.T, s *Store, spec *ratekeeper.Spec, key string, n int64,
 func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 	client := redistest.Client(t)
 	for _, p := range batchPolicies {
-		spec, err := p.Spec()
+		spec, err := results.SpecOf(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(spec.Algorithm, func(t *testing.T) {
+		t.Run(spec.Algorithm(), func(t *testing.T) {
 			now := time.Now()
 			clock := WithClock(func() time.Time { return now })
 			batched := New(client, WithKeyPrefix(redistest.Prefix(t)), clock)
@@ -60,8 +62,8 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					// A batch's requests may come at different times.
 					now = now.Add(time.Duration(r.IntN(30)) * time.Millisecond)
 					key, n := keys[r.IntN(len(keys))], int64(r.IntN(3))
-					calls = append(calls, newCall(t, batched, &spec, key, n, now))
-					want = append(want, newCall(t, single, &spec, key, n, now))
+					calls = append(calls, newCall(t, batched, spec, key, n, now))
+					want = append(want, newCall(t, single, spec, key, n, now))
 				}
 				if g := groupCalls(calls, true); len(g) != 1 {
 					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
@@ -72,8 +74,8 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					if c.err != nil || want[i].err != nil {
 						t.Fatalf("round %d, call %d: batched error %v, single error %v", round, i, c.err, want[i].err)
 					}
-					got, err1 := parseReply(&spec, c.reply)
-					exp, err2 := parseReply(&spec, want[i].reply)
+					got, err1 := parseReply(spec, c.reply)
+					exp, err2 := parseReply(spec, want[i].reply)
 					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
 						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
 							round, i, c.keys[0], c.args[0], got, err1, exp, err2)
@@ -98,14 +100,14 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 func TestBatchOnServerClock(t *testing.T) {
 	client := redistest.Client(t)
 	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
-	spec, _ := batchPolicies[0].Spec()
+	spec, _ := results.SpecOf(batchPolicies[0])
 	var calls []*call
 	for range 5 {
-		calls = append(calls, newCall(t, s, &spec, "k", 1, time.Time{}))
+		calls = append(calls, newCall(t, s, spec, "k", 1, time.Time{}))
 	}
 	runBatch(client, calls, true)
 	for i, c := range calls {
-		res, err := parseReply(&spec, c.reply)
+		res, err := parseReply(spec, c.reply)
 		if c.err != nil || err != nil {
 			t.Fatalf("call %d: %v, %v", i, c.err, err)
 		}
@@ -121,7 +123,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 	client := redistest.Client(t)
 	ctx := context.Background()
 	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
-	spec, _ := batchPolicies[2].Spec()
+	spec, _ := results.SpecOf(batchPolicies[2])
 	if err := client.HSet(ctx, s.Key("foreign", spec), "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 	}
 	var calls []*call
 	for _, key := range []string{"a", "foreign", "b", "a"} {
-		calls = append(calls, newCall(t, s, &spec, key, 1, time.Time{}))
+		calls = append(calls, newCall(t, s, spec, key, 1, time.Time{}))
 	}
 	runBatch(client, calls, true)
 	for i, c := range calls {
@@ -140,7 +142,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 			}
 			continue
 		}
-		if res, err := parseReply(&spec, c.reply); c.err != nil || err != nil || !res.Allowed {
+		if res, err := parseReply(spec, c.reply); c.err != nil || err != nil || !res.Allowed {
 			t.Errorf("call %d: %+v, %v, %v; want allowed", i, res, c.err, err)
 		}
 	}
@@ -151,16 +153,16 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 // do not; without combine every call is alone.
 func TestGroupCalls(t *testing.T) {
 	s := New(nil)
-	gcra, _ := ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1}.Spec()
-	fw, _ := ratekeeper.FixedWindow{Limit: 1, Window: time.Second}.Spec()
-	all, _ := ratekeeper.All(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1},
-		ratekeeper.FixedWindow{Limit: 1, Window: time.Second}).Spec()
+	gcra, _ := results.SpecOf(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1})
+	fw, _ := results.SpecOf(ratekeeper.FixedWindow{Limit: 1, Window: time.Second})
+	all, _ := results.SpecOf(ratekeeper.All(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1},
+		ratekeeper.FixedWindow{Limit: 1, Window: time.Second}))
 	var calls []*call
 	for range maxCombined + 3 {
-		calls = append(calls, newCall(t, s, &gcra, "g", 1, time.Time{}))
+		calls = append(calls, newCall(t, s, gcra, "g", 1, time.Time{}))
 	}
-	calls = append(calls, newCall(t, s, &fw, "f", 1, time.Time{}), newCall(t, s, &all, "a", 1, time.Time{}))
-	gone := newCall(t, s, &gcra, "gone", 1, time.Time{})
+	calls = append(calls, newCall(t, s, fw, "f", 1, time.Time{}), newCall(t, s, all, "a", 1, time.Time{}))
+	gone := newCall(t, s, gcra, "gone", 1, time.Time{})
 	gone.abandoned.Store(true)
 	calls = append(calls, gone)
 
@@ -170,7 +172,7 @@ func TestGroupCalls(t *testing.T) {
 		if batch := g.script == g.calls[0].alg.batch; batch != (len(g.calls) > 1) {
 			t.Errorf("a group of %d calls: batch script %t", len(g.calls), batch)
 		}
-		if len(g.calls) > 1 && len(g.args) != 3+len(g.calls)*(2+g.calls[0].alg.params) {
+		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*5 {
 			t.Errorf("a group of %d calls has %d ARGV", len(g.calls), len(g.args))
 		}
 	}

@@ -45,7 +45,7 @@ func TestCardinality(t *testing.T) {
 	for _, p := range cardinalityPolicies {
 		spec := mustSpec(t, p)
 		// A prefix per algorithm, to count each one's keys.
-		algPrefix := prefix + spec.Algorithm + ":"
+		algPrefix := prefix + spec.Algorithm() + ":"
 		lim, err := ratekeeper.New(redisstore.New(client, redisstore.WithKeyPrefix(algPrefix)), p)
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +57,7 @@ func TestCardinality(t *testing.T) {
 				for i := next.Add(1) - 1; i < keys; i = next.Add(1) - 1 {
 					res, err := lim.AllowN(ctx, "k"+strconv.FormatInt(i, 10), limit)
 					if err != nil || !res.Allowed {
-						t.Errorf("%s: AllowN(%d) on a new key: %+v, %v", spec.Algorithm, limit, res, err)
+						t.Errorf("%s: AllowN(%d) on a new key: %+v, %v", spec.Algorithm(), limit, res, err)
 						return
 					}
 					for old := longest.Load(); int64(res.ResetAfter) > old && !longest.CompareAndSwap(old, int64(res.ResetAfter)); {
@@ -73,9 +73,9 @@ func TestCardinality(t *testing.T) {
 		// Keys decided first may have expired already; every key still
 		// there must have an expiry.
 		found, live := checkExpiries(ctx, t, client, algPrefix)
-		t.Logf("%s: %d keys decided, %d found, %d of them still live", spec.Algorithm, keys, found, live)
+		t.Logf("%s: %d keys decided, %d found, %d of them still live", spec.Algorithm(), keys, found, live)
 		if live == 0 || found > keys {
-			t.Errorf("%s: %d Redis keys found right after deciding for %d, want one per key", spec.Algorithm, found, keys)
+			t.Errorf("%s: %d Redis keys found right after deciding for %d, want one per key", spec.Algorithm(), found, keys)
 		}
 	}
 

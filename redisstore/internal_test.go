@@ -7,21 +7,22 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 func TestParseReply(t *testing.T) {
-	spec, err := ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second}.Spec()
+	spec, err := results.SpecOf(ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	got, err := parseReply(&spec, []any{int64(0), int64(300_000), int64(700_000), int64(9_700_000)})
-	want := ratekeeper.Result{Allowed: false, Limit: 10, Remaining: 0.3,
+	got, err := parseReply(spec, []any{int64(0), int64(300_000), int64(700_000), int64(9_700_000)})
+	want := ratekeeper.Result{Policy: "token_bucket", Allowed: false, Limit: 10, Remaining: 0.3,
 		RetryAfter: 700 * time.Millisecond, ResetAfter: 9700 * time.Millisecond}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("parseReply = %+v, %v; want %+v", got, err, want)
 	}
-	got, err = parseReply(&spec, []any{int64(1), int64(10_000_000), int64(0), int64(0)})
+	got, err = parseReply(spec, []any{int64(1), int64(10_000_000), int64(0), int64(0)})
 	if err != nil || !got.Allowed || got.Remaining != 10 {
 		t.Errorf("parseReply of an allowed reply = %+v, %v", got, err)
 	}
@@ -38,7 +39,7 @@ func TestParseReply(t *testing.T) {
 		[]any{1.0, int64(2), int64(3), int64(4)},
 		[]int64{1, 2, 3, 4},
 	} {
-		if res, err := parseReply(&spec, reply); !errors.Is(err, errReply) {
+		if res, err := parseReply(spec, reply); !errors.Is(err, errReply) {
 			t.Errorf("parseReply(%#v) = %+v, %v; want an error wrapping errReply", reply, res, err)
 		}
 	}

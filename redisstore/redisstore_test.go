@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -32,13 +34,13 @@ var policies = []ratekeeper.Policy{
 // forEachAlgorithm runs f in a subtest per algorithm.
 func forEachAlgorithm(t *testing.T, f func(t *testing.T, p ratekeeper.Policy)) {
 	for _, p := range policies {
-		t.Run(mustSpec(t, p).Algorithm, func(t *testing.T) { f(t, p) })
+		t.Run(mustSpec(t, p).Algorithm(), func(t *testing.T) { f(t, p) })
 	}
 }
 
-func mustSpec(t testing.TB, p ratekeeper.Policy) ratekeeper.Spec {
+func mustSpec(t testing.TB, p ratekeeper.Policy) *driver.ValidSpec {
 	t.Helper()
-	spec, err := p.Spec()
+	spec, err := results.SpecOf(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestScriptFlush(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, lim := range lims {
-					alg := lim.Spec().Algorithm
+					alg := lim.Spec().Algorithm()
 					res, err := lim.Allow(ctx, "k")
 					wantResult(t, fmt.Sprintf("%s: Allow %d after SCRIPT FLUSH", alg, i+1), res, err, true, float64(2-i))
 					// Loaded again, the script is found by its hash.
@@ -234,12 +236,12 @@ func TestKeyLayout(t *testing.T) {
 		spec := mustSpec(t, p)
 		k := store.Key("user:1", spec)
 		if tag, _ := hashTag(k); tag != "user:1" {
-			t.Errorf("%s: Key = %q has hash tag %q, want %q", spec.Algorithm, k, tag, "user:1")
+			t.Errorf("%s: Key = %q has hash tag %q, want %q", spec.Algorithm(), k, tag, "user:1")
 		}
 		if other, ok := seen[k]; ok {
-			t.Errorf("%s and %s share the key %q", spec.Algorithm, other, k)
+			t.Errorf("%s and %s share the key %q", spec.Algorithm(), other, k)
 		}
-		seen[k] = spec.Algorithm
+		seen[k] = spec.Algorithm()
 	}
 }
 
@@ -437,7 +439,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 func TestMalformedState(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, p ratekeeper.Policy) {
 		lim, store, client := newLimiter(t, p, stoppedClock())
-		if lim.Spec().Algorithm == ratekeeper.AlgorithmSlidingWindowLog {
+		if lim.Spec().Algorithm() == driver.AlgorithmSlidingWindowLog {
 			t.Skip("keeps a sorted set: a string there is of the wrong type")
 		}
 		ctx := ctxTimeout(t, 10*time.Second)
@@ -469,7 +471,7 @@ func TestWrongType(t *testing.T) {
 			func() error { return client.HSet(ctx, key, "tokens", 5).Err() },
 			func() error { return client.RPush(ctx, key, "x").Err() },
 		}
-		if lim.Spec().Algorithm == ratekeeper.AlgorithmSlidingWindowLog {
+		if lim.Spec().Algorithm() == driver.AlgorithmSlidingWindowLog {
 			wrong = append(wrong, func() error { return client.Set(ctx, key, "1:1", 0).Err() })
 		}
 		t.Cleanup(func() { client.Del(context.Background(), key) })
@@ -498,22 +500,32 @@ func TestWrongType(t *testing.T) {
 	})
 }
 
+// An algorithm registered without a script, and a spec not made by
+// driver.Validate, are refused before the store contacts Redis.
 func TestUnknownAlgorithm(t *testing.T) {
-	spec := mustSpec(t, policies[0])
-	spec.Algorithm = "no_such_algorithm"
-	// The store must refuse before it contacts Redis.
+	driver.Register("no_script", driver.Algorithm{
+		Check: func(s *driver.Spec) (int64, error) { return 1, nil },
+		Step:  func(driver.Params, *driver.State, int64, int64, bool) driver.Outcome { return driver.Outcome{} },
+		Short: "ns",
+	})
+	spec, err := driver.Validate(driver.Spec{Algorithm: "no_script", Limit: 1, MaxCost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer client.Close()
 	store := redisstore.New(client)
 	ctx := ctxTimeout(t, 5*time.Second)
 
-	if _, err := store.Decide(ctx, "k", spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
-		t.Errorf("Decide with an unknown algorithm: %v, want ErrInvalidPolicy", err)
-	}
-	if err := store.Reset(ctx, "k", spec); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
-		t.Errorf("Reset with an unknown algorithm: %v, want ErrInvalidPolicy", err)
-	}
-	if k := store.Key("k", spec); k != "" {
-		t.Errorf("Key with an unknown algorithm = %q, want none", k)
+	for _, spec := range []*driver.ValidSpec{spec, {}, nil} {
+		if _, err := store.Decide(ctx, "k", spec, 1); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Decide with %v: %v, want ErrInvalidPolicy", spec, err)
+		}
+		if err := store.Reset(ctx, "k", spec); !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
+			t.Errorf("Reset with %v: %v, want ErrInvalidPolicy", spec, err)
+		}
+		if k := store.Key("k", spec); k != "" {
+			t.Errorf("Key with %v = %q, want none", spec, k)
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -158,7 +160,7 @@ func TestTokenBucketPackedAcrossWrap(t *testing.T) {
 			lim := f.limiter(t, p)
 			spec := lim.Spec()
 			ctx := ctxTimeout(t, 10*time.Second)
-			var st ratekeeper.State
+			var st driver.State
 			for i, step := range []struct {
 				at time.Duration // from the multiple of W
 				n  int64
@@ -172,7 +174,7 @@ func TestTokenBucketPackedAcrossWrap(t *testing.T) {
 				{time.Second, 1},
 			} {
 				f.clock.Advance(tbWrap.Add(step.at).Sub(f.clock.Now()))
-				want := spec.Step(&st, f.clock.Now().UnixMicro(), step.n)
+				want := results.Step(spec, &st, f.clock.Now().UnixMicro(), step.n)
 				got, err := lim.AllowN(ctx, "k", step.n)
 				if err != nil || !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d: AllowN(%d) at W%+v = %+v, %v; the model gives %+v", i, step.n, step.at, got, err, want)
@@ -198,13 +200,13 @@ func TestTokenBucketPackedClockJumps(t *testing.T) {
 			lim := f.limiter(t, p)
 			spec := lim.Spec()
 			ctx := ctxTimeout(t, 10*time.Second)
-			var st ratekeeper.State
+			var st driver.State
 			for i, step := range []struct {
 				after time.Duration
 				n     int64
 			}{{0, 200_000}, {150 * time.Millisecond, 60_000}, {jump, 0}, {0, 10}, {350 * time.Millisecond, 0}} {
 				f.clock.Advance(step.after)
-				want := spec.Step(&st, f.clock.Now().UnixMicro(), step.n)
+				want := results.Step(spec, &st, f.clock.Now().UnixMicro(), step.n)
 				got, err := lim.AllowN(ctx, "k", step.n)
 				if err != nil || !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d: AllowN(%d) %v later = %+v, %v; the model gives %+v", i, step.n, step.after, got, err, want)
@@ -240,7 +242,7 @@ func TestTokenBucketFormatsAcrossPolicies(t *testing.T) {
 	}
 	ctx := ctxTimeout(t, 60*time.Second)
 	r := rand.New(rand.NewPCG(7, 0))
-	var st ratekeeper.State
+	var st driver.State
 	// Reads of a value written by another policy, by format.
 	var crossPacked, crossUnpacked, packedFractional int
 	writer := -1
@@ -288,7 +290,7 @@ func TestTokenBucketFormatsAcrossPolicies(t *testing.T) {
 		}
 
 		spec := lims[pi].Spec()
-		want := spec.Step(&st, f.clock.Now().UnixMicro(), n)
+		want := results.Step(spec, &st, f.clock.Now().UnixMicro(), n)
 		got, err := lims[pi].AllowN(ctx, "k", n)
 		if err != nil {
 			t.Fatalf("step %d: %+v AllowN(%d) on %q: %v", i, p, n, v, err)

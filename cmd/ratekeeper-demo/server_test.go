@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -422,10 +423,10 @@ func TestStoreFailure(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, string, ratekeeper.Spec, int64) (ratekeeper.Result, error) {
+func (failingStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
 	return ratekeeper.Result{}, errors.New("store is down")
 }
 
-func (failingStore) Reset(context.Context, string, ratekeeper.Spec) error {
+func (failingStore) Reset(context.Context, string, *driver.ValidSpec) error {
 	return errors.New("store is down")
 }

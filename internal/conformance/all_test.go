@@ -88,7 +88,7 @@ func TestAllScenario(t *testing.T) {
 			}
 		}
 		// The smallest policy bounds the cost: 3 can never pass.
-		if maxCost := lim.Spec().MaxCost; maxCost != 2 {
+		if maxCost := lim.Spec().MaxCost(); maxCost != 2 {
 			t.Fatalf("MaxCost %d, want the per-second limit, 2", maxCost)
 		}
 		checkCostTooHigh(t, lim, "k")

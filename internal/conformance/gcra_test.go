@@ -76,7 +76,7 @@ func runSteps(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, steps []tbSte
 			t.Fatalf("step %d: %s at %v: %v", i, call, at, err)
 		}
 		want := st.want
-		want.Limit, want.Policy = lim.Spec().Limit, lim.Name()
+		want.Limit, want.Policy = lim.Spec().Limit(), lim.Name()
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: %s at %v:\ngot  %+v\nwant %+v", i, call, at, got, want)
 		}
@@ -92,7 +92,7 @@ func checkCostTooHigh(t *testing.T, lim *ratekeeper.Limiter, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := lim.Spec().MaxCost + 1
+	n := lim.Spec().MaxCost() + 1
 	if res, err := lim.AllowN(ctx, key, n); !errors.Is(err, ratekeeper.ErrCostTooHigh) || !reflect.DeepEqual(res, ratekeeper.Result{}) {
 		t.Errorf("AllowN(%q, %d): %+v, %v; want the zero Result and an error matching %v", key, n, res, err, ratekeeper.ErrCostTooHigh)
 	}

@@ -434,7 +434,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 						switch {
 						case err != nil:
 							if errs.Add(1) <= 5 {
-								t.Errorf("%s: %v", lim.Spec().Algorithm, err)
+								t.Errorf("%s: %v", lim.Spec().Algorithm(), err)
 							}
 						case res.Allowed:
 							tl.allowed[k].Add(1)

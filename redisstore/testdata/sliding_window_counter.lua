@@ -1,0 +1,148 @@
+-- Prepended to every script. Lua numbers are doubles: every value the
+-- scripts compute is an integer below 2^53, so every step is exact and the
+-- results equal those of ratekeeper's Go models, bit for bit. That holds
+-- for division too: for integers 0 <= a < 2^53 and b >= 1,
+-- math.floor(a / b) and math.ceil(a / b) are exact, because a quotient
+-- that is not an integer lies at least 1/b from one, farther than the
+-- rounding of a / b (at most a/b * 2^-53) can move it.
+--
+-- Each algorithm is a function in the table algorithms, under its name:
+--
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--
+-- key      the key that holds the state
+-- take     whether to consume n when the request is allowed (never for a
+--          peek); without take it writes nothing
+-- n        the cost in whole requests (0 peeks: answer for a cost of 1)
+-- now      the time in microseconds
+-- slack    milliseconds added to every expiry
+-- capacity, rate, interval
+--          the parameters (driver.Params), each algorithm reading those
+--          it needs
+--
+-- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
+-- and reset after (µs), all integers, so Redis truncates nothing; when
+-- allowed without take, they describe the state as it is. The script
+-- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
+-- call the functions.
+local algorithms = {}
+
+-- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
+-- 2^53; nil for anything else, which then counts as a fresh key.
+local function decode(v, k)
+  if not v then return nil end
+  local a, b, c
+  if k == 1 then
+    a = string.match(v, '^%d+$')
+  elseif k == 2 then
+    a, b = string.match(v, '^(%d+):(%d+)$')
+  else
+    a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
+  end
+  if not a then return nil end
+  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  a = a + 0
+  if k > 1 then b = b + 0 end
+  if k > 2 then c = c + 0 end
+  local big = 9007199254740992
+  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+    return nil
+  end
+  return a, b, c
+end
+
+-- clock reads ARGV's time: microseconds, or "" for the server's clock.
+local function clock(t)
+  if t == '' then
+    local tm = redis.call('TIME')
+    return tm[1] * 1000000 + tm[2]
+  end
+  return t + 0
+end
+
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
+-- 2^53: long division over the bits of a keeps every term below 2^52.
+local function muldiv(a, b, c)
+  local whole = math.floor(b / c)
+  local frac = b - whole * c
+  local q, r = 0, 0 -- a * frac = q * c + r, built bit by bit
+  for i = 30, 0, -1 do
+    q, r = q * 2, r * 2
+    if r >= c then q, r = q + 1, r - c end
+    if math.floor(a / 2 ^ i) % 2 == 1 then
+      r = r + frac
+      if r >= c then q, r = q + 1, r - c end
+    end
+  end
+  return a * whole + q
+end
+
+-- Sliding window counter; the model is ratekeeper's slidingcounter.go.
+-- key holds "<start of the current window, µs>:<previous count>:<current
+-- count>". Parameters: limit, window (µs).
+
+function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local start = math.floor(now / window) * window
+  local prev, curr = 0, 0
+  local s, p, c = decode(redis.call('GET', key), 3)
+  if s then
+    if s >= start then -- this window (or the clock went back)
+      start, prev, curr = s, p, c
+    elseif s == start - window then
+      prev = c
+    end
+  end
+  local r = now - start
+  if r < 0 then r = 0 end
+  -- ceil(prev * (window - r) / window): the previous window's weight.
+  local weighted = prev - muldiv(prev, r, window)
+  local room = limit - curr - need
+  local allowed = 0
+  if room >= 0 and weighted <= room then
+    allowed = 1
+    if take then curr = curr + n end
+  end
+  local retry_after, reset_after = 0, 0
+  if allowed == 0 then
+    -- The first offset at which prev's weight fits in room, if it comes in
+    -- this window; else the first in the next, where curr is prev.
+    local at = window
+    if room >= 0 then at = window - muldiv(room, window, prev) end
+    if at < window then
+      retry_after = start + at - now
+    else
+      at = 0
+      local spare = limit - need
+      if curr > spare then at = window - muldiv(spare, window, curr) end
+      retry_after = start + window + at - now
+    end
+  end
+  if curr > 0 then
+    reset_after = start + 2 * window - now
+  elseif prev > 0 then
+    reset_after = start + window - now
+  end
+  if allowed == 1 and take then
+    redis.call('SET', key, string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
+  end
+  local remaining = limit - curr - weighted
+  if remaining < 0 then remaining = 0 end
+  return allowed, remaining * 1000000, retry_after, reset_after
+end
+
+-- One request under the one algorithm this script holds.
+-- KEYS[1]   its key
+-- ARGV[1]   its cost n in whole requests
+-- ARGV[2]   now in microseconds, or "" to read the server's clock
+-- ARGV[3]   milliseconds added to every expiry
+-- ARGV[4…6] capacity, rate, interval
+-- Returns its four integers.
+local _, decide = next(algorithms)
+local n = ARGV[1] + 0
+return {decide(KEYS[1], n > 0, n, clock(ARGV[2]), ARGV[3] + 0,
+  ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0)}
+
