@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -218,7 +219,7 @@ func (h *noScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // callersPerMaster returns, for each master's address, a caller whose
 // Redis key under spec that master owns. All the keys of a caller share
 // its slot, whatever the policy.
-func callersPerMaster(ctx context.Context, t *testing.T, client *redis.ClusterClient, store *redisstore.Store, spec ratekeeper.Spec) map[string]string {
+func callersPerMaster(ctx context.Context, t *testing.T, client *redis.ClusterClient, store *redisstore.Store, spec *driver.ValidSpec) map[string]string {
 	t.Helper()
 	masters := masterAddrs(ctx, t, client)
 	callers := make(map[string]string)

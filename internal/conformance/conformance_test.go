@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -241,9 +243,9 @@ var policies = []policyCase{
 		ratekeeper.FixedWindow{Limit: 5, Window: 2 * time.Second}), 200 * time.Millisecond},
 }
 
-func mustSpec(t testing.TB, p ratekeeper.Policy) ratekeeper.Spec {
+func mustSpec(t testing.TB, p ratekeeper.Policy) *driver.ValidSpec {
 	t.Helper()
-	spec, err := p.Spec()
+	spec, err := results.SpecOf(p)
 	if err != nil {
 		t.Fatalf("%+v: %v", p, err)
 	}
@@ -259,16 +261,16 @@ type stepGen struct {
 	maxCost int64
 }
 
-func newStepGen(seed uint64, pc policyCase, spec ratekeeper.Spec) *stepGen {
-	window := spec.Window
-	for _, p := range spec.Parts { // an All fills up with its slowest policy
-		window = max(window, p.Window)
+func newStepGen(seed uint64, pc policyCase, spec *driver.ValidSpec) *stepGen {
+	var window time.Duration
+	for _, p := range spec.Policies() { // an All fills up with its slowest policy
+		window = max(window, p.Window())
 	}
 	return &stepGen{
 		r:       rand.New(rand.NewPCG(seed, 0)),
 		quantum: pc.quantum,
 		window:  window,
-		maxCost: spec.MaxCost,
+		maxCost: spec.MaxCost(),
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
@@ -54,13 +56,13 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 		red = newLimiter(t, newRedisstore(t, clock), pc.policy)
 		forget(t, red, key)
 	}
-	var st ratekeeper.State
+	var st driver.State
 	g := newStepGen(seed, pc, spec)
 	var allowed, denied int
 	for i := range equivalenceSteps {
 		d, n := g.next()
 		clock.Advance(d)
-		want := spec.Step(&st, clock.Now().UnixMicro(), n)
+		want := results.Step(spec, &st, clock.Now().UnixMicro(), n)
 		got, err := mem.AllowN(ctx, key, n)
 		if err != nil {
 			t.Fatalf("seed %d, step %d: memstore AllowN(%d): %v", seed, i, n, err)

@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // The limit every policy grants: limit requests per window.
@@ -156,9 +158,9 @@ func main() {
 		log.Fatal("-keys and -duration must be positive")
 	}
 
-	specs := make([]ratekeeper.Spec, len(algorithms))
+	specs := make([]*driver.ValidSpec, len(algorithms))
 	for i, a := range algorithms {
-		s, err := a.policy.Spec()
+		s, err := results.SpecOf(a.policy)
 		if err != nil {
 			log.Fatalf("%s: %v", a.name, err)
 		}
@@ -171,7 +173,7 @@ func main() {
 }
 
 // run replays the trace through every spec and the ideal.
-func run(specs []ratekeeper.Spec, seed uint64, keys int, d time.Duration) replay {
+func run(specs []*driver.ValidSpec, seed uint64, keys int, d time.Duration) replay {
 	r := replay{tallies: make([]tally, len(specs)), classRequests: make([]int, len(classes))}
 	for i := range r.tallies {
 		r.tallies[i].classWrong = make([]int, len(classes))
@@ -194,10 +196,10 @@ func run(specs []ratekeeper.Spec, seed uint64, keys int, d time.Duration) replay
 
 		for i, spec := range specs {
 			tl := &r.tallies[i]
-			var st ratekeeper.State
+			var st driver.State
 			var own rolling
 			for j, t := range ts {
-				got := spec.Step(&st, t, 1).Allowed
+				got := spec.StepOne(&st, t, 1).Allowed
 				tl.requests++
 				tl.decisions = append(tl.decisions, got)
 				if got {

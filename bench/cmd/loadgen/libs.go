@@ -19,6 +19,7 @@ import (
 	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/ratekeeper/ratekeeper"
+	rkresults "github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -193,7 +194,7 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, err := p.tokenBucket().Spec()
+	spec, err := rkresults.SpecOf(p.tokenBucket())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,9 +205,10 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 	script := rueidis.NewLuaScript(src)
 	// Store.Key only names keys; it never touches the (nil) client.
 	keys := redisstore.New(nil)
+	sp := spec.Params()
 	params := make([]string, 3)
-	for i := range params {
-		params[i] = strconv.FormatInt(spec.Params[i], 10)
+	for i, v := range []int64{sp.Capacity, sp.Rate, sp.Interval} {
+		params[i] = strconv.FormatInt(v, 10)
 	}
 	decide := func(ctx context.Context, key string) (bool, error) {
 		args := []string{"1", "", "1", params[0], params[1], params[2]}
@@ -223,7 +225,7 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 				return false, err
 			}
 		}
-		return spec.Result(f[0] == 1, f[1], f[2], f[3]).Allowed, nil
+		return f[0] == 1, nil
 	}
 	return decide, client.Close, nil
 }
@@ -232,19 +234,12 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 // it: lib.lua, a newline, token_bucket.lua. loadgen runs from bench/, so
 // the library's sources are one level up.
 func tokenBucketSource() (string, error) {
-	dir := filepath.Join("..", "redisstore", "lua")
-	lib, err := os.ReadFile(filepath.Join(dir, "lib.lua"))
+	// The script exactly as redisstore sends it, kept as a golden file.
+	src, err := os.ReadFile(filepath.Join("..", "redisstore", "testdata", "token_bucket.lua"))
 	if err != nil {
 		return "", fmt.Errorf("ratekeeper-rueidis needs the library's scripts (run loadgen from bench/): %w", err)
 	}
-	tb, err := os.ReadFile(filepath.Join(dir, "token_bucket.lua"))
-	if err != nil {
-		return "", err
-	}
-	// As redisstore builds it: the helpers, the algorithm's function, and
-	// a call of it with the parameters in ARGV.
-	call := "return {token_bucket(KEYS[1], n > 0, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))}\n"
-	return string(lib) + "\n" + string(tb) + "\n" + call, nil
+	return string(src), nil
 }
 
 func openRedisRate(addr string, p policy) (decideFunc, func(), error) {
