@@ -155,16 +155,6 @@ func Algorithms() []string {
 	return names
 }
 
-// Short returns the short form of a registered algorithm's name, and
-// whether it is registered.
-func Short(name string) (string, bool) {
-	a := lookup(name)
-	if a == nil {
-		return "", false
-	}
-	return a.Short, true
-}
-
 func lookup(name string) *Algorithm {
 	registryMu.RLock()
 	defer registryMu.RUnlock()

@@ -805,3 +805,22 @@ func TestClientGone(t *testing.T) {
 		t.Errorf("a request whose client has gone got %d %q, logged %q; want nothing", w.Code, w.Body, logs.buf.String())
 	}
 }
+
+// windowless is a Policy defined outside ratekeeper whose Spec leaves the
+// Window for validation to fill in: a fixed window of 5 per hour.
+type windowless struct{}
+
+func (windowless) Spec() (driver.Spec, error) {
+	return driver.Spec{Algorithm: driver.AlgorithmFixedWindow, Limit: 5, MaxCost: 5,
+		Params: driver.Params{Capacity: 5, Interval: time.Hour.Microseconds()}}, nil
+}
+
+// TestCustomPolicyWindow: the window that validation fills in for a
+// policy that gives none is the one the headers advertise.
+func TestCustomPolicyWindow(t *testing.T) {
+	lim, _ := memLimiter(t, windowless{})
+	w := serve(Middleware(lim)(okHandler), "203.0.113.7:1", nil)
+	if got, want := w.Header().Get("RateLimit-Policy"), `"fixed_window";q=5;w=3600`; got != want {
+		t.Errorf("RateLimit-Policy %s, want %s", got, want)
+	}
+}
