@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,18 +62,19 @@ var params = map[string][]string{
 	driver.AlgorithmLeakyBucket:          {"capacity", "leak_rate"},
 }
 
-// policyFields maps a field to the name the library's validation errors
-// give it, so that an error can be shown next to its input.
-var policyFields = map[string]*regexp.Regexp{
-	"capacity":        regexp.MustCompile(`\bCapacity\b`),
-	"refill_rate":     regexp.MustCompile(`\bRefillRate\b`),
-	"refill_interval": regexp.MustCompile(`\bRefillInterval\b`),
-	"rate":            regexp.MustCompile(`\bRate\b`),
-	"period":          regexp.MustCompile(`\bPeriod\b`),
-	"burst":           regexp.MustCompile(`\bBurst\b`),
-	"limit":           regexp.MustCompile(`\bLimit\b`),
-	"window":          regexp.MustCompile(`\bWindow\b`),
-	"leak_rate":       regexp.MustCompile(`\bLeakRate\b`),
+// policyFields maps a field to the policy field that a
+// ratekeeper.PolicyError names, so that an error can be shown next to its
+// input.
+var policyFields = map[string]string{
+	"capacity":        "Capacity",
+	"refill_rate":     "RefillRate",
+	"refill_interval": "RefillInterval",
+	"rate":            "Rate",
+	"period":          "Period",
+	"burst":           "Burst",
+	"limit":           "Limit",
+	"window":          "Window",
+	"leak_rate":       "LeakRate",
 }
 
 func defaultConfig() config { return withAlgorithm(driver.AlgorithmTokenBucket) }
@@ -310,10 +310,13 @@ func newLimiter(store ratekeeper.Store, c config) (*ratekeeper.Limiter, error) {
 	lim, err := ratekeeper.New(store, p)
 	if err != nil {
 		field := ""
-		for _, name := range params[c.Algorithm] {
-			if policyFields[name].MatchString(err.Error()) {
-				field = name
-				break
+		var pe *ratekeeper.PolicyError
+		if errors.As(err, &pe) {
+			for _, name := range params[c.Algorithm] {
+				if policyFields[name] == pe.Field {
+					field = name
+					break
+				}
 			}
 		}
 		return nil, &configError{field: field, msg: err.Error()}
