@@ -11,6 +11,14 @@
 // root package, for the six built in), which registers it here by name
 // with Register. A Store runs an algorithm by that name: memstore with
 // ValidSpec.Step, redisstore with the Lua script of the same name.
+//
+// Adding an algorithm takes two files: a Go file in the root package (the
+// policy, its checks and its model, registered in an init function), and
+// a Lua file of the same name in redisstore/lua (a function of the same
+// name in the table algorithms). Then go test -run Golden -update in
+// redisstore writes the scripts Redis will receive to
+// redisstore/testdata, and the conformance suite (internal/conformance)
+// takes a case for the new policy.
 package driver
 
 import (
