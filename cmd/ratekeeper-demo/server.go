@@ -28,10 +28,11 @@ const demoKey = "demo:request"
 // maxBodyBytes bounds request bodies; a configuration is a few dozen bytes.
 const maxBodyBytes = 16 << 10
 
-// storeTimeout bounds each call to the store: long enough for a few round
-// trips to a Redis across a network, short enough that a Redis that has
-// stopped answering fails requests promptly rather than holding them.
-const storeTimeout = 250 * time.Millisecond
+// storeTimeout bounds each call to the store: long enough for a Redis
+// across a network or under load, short enough that one that has stopped
+// answering fails requests within a second rather than holding them (one
+// that refuses connections fails them at once).
+const storeTimeout = time.Second
 
 //go:embed web
 var webFiles embed.FS
@@ -93,6 +94,7 @@ func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
 	// this page.
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.logger.Warn(fmt.Sprintf("cross-origin %s %s refused", r.Method, r.URL.Path), "origin", r.Header.Get("Origin"))
 		writeError(w, http.StatusForbidden, "cross-origin request refused: change the demo from its own page")
 	}))
 	s.handler = cop.Handler(s.mux)
