@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,77 @@ func TestDenyCacheForgetsOnReset(t *testing.T) {
 	}
 	if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
 		t.Errorf("after Reset: %+v, %v; want allowed", res, err)
+	}
+}
+
+// TestDenyCacheResetRace races Reset against a denial on its way back from
+// Redis, hundreds of times: a denial that Redis decided before the Reset
+// must never be cached after it, so once both calls return, the cache
+// answers exactly what Redis does.
+func TestDenyCacheResetRace(t *testing.T) {
+	const (
+		trials = 600
+		batch  = 50 // trials at once
+	)
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	policy := ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 1}
+	for _, pipelining := range []bool{true, false} {
+		t.Run(fmt.Sprint("pipelining=", pipelining), func(t *testing.T) {
+			cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithDenyCache(10_000),
+				redisstore.WithAutoPipelining(pipelining))
+			viaCache, _ := ratekeeper.New(cached, policy)
+			viaRedis, _ := ratekeeper.New(redisstore.New(client, redisstore.WithKeyPrefix(prefix)), policy)
+			ctx := context.Background()
+			var wrong, deniedFirst atomic.Int64
+			for start := 0; start < trials; start += batch {
+				var wg sync.WaitGroup
+				for i := start; i < start+batch; i++ {
+					key := fmt.Sprintf("p%t:%d", pipelining, i)
+					wg.Go(func() {
+						if res, err := viaCache.Allow(ctx, key); err != nil || !res.Allowed {
+							t.Errorf("%s: first request: %+v, %v", key, res, err)
+							return
+						}
+						var pair sync.WaitGroup
+						ready := make(chan struct{})
+						pair.Go(func() {
+							<-ready
+							if res, err := viaCache.Allow(ctx, key); err != nil {
+								t.Error(err)
+							} else if !res.Allowed {
+								deniedFirst.Add(1)
+							}
+						})
+						pair.Go(func() {
+							<-ready
+							if err := viaCache.Reset(ctx, key); err != nil {
+								t.Error(err)
+							}
+						})
+						close(ready)
+						pair.Wait()
+						got, err1 := viaCache.Peek(ctx, key)
+						want, err2 := viaRedis.Peek(ctx, key)
+						if err1 != nil || err2 != nil {
+							t.Errorf("%s: %v, %v", key, err1, err2)
+							return
+						}
+						if got.Allowed != want.Allowed {
+							if wrong.Add(1) <= 5 {
+								t.Errorf("%s: after Reset and Allow, the cache answers allowed=%t, Redis %t",
+									key, got.Allowed, want.Allowed)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			t.Logf("%d trials; %d denials raced a Reset; %d answers from the cache differed from Redis",
+				trials, deniedFirst.Load(), wrong.Load())
+			if deniedFirst.Load() == 0 {
+				t.Error("no denial ever raced a Reset: the test proves nothing")
+			}
+		})
 	}
 }

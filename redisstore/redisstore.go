@@ -230,10 +230,12 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
 	}
+	var gen uint64
 	if s.denies != nil {
 		if res, ok := s.denies.lookup(&spec, key, n, sent); ok {
 			return res, nil
 		}
+		gen = s.denies.generation(key)
 	}
 	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx}
 	var reply any
@@ -258,7 +260,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 	}
 	res, err := parseReply(&spec, reply)
 	if err == nil && !res.Allowed && s.denies != nil {
-		s.denies.remember(&spec, key, n, sent, res)
+		s.denies.remember(&spec, key, n, sent, res, gen)
 	}
 	return res, err
 }
@@ -335,10 +337,13 @@ func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) err
 	if _, err := scriptOf(&spec); err != nil {
 		return err
 	}
+	err := s.client.Del(ctx, s.keys(key, &spec)...).Err()
 	if s.denies != nil {
+		// After the DEL, failed or not: a denial decided before it is
+		// then never cached.
 		s.denies.forget(&spec, key)
 	}
-	if err := s.client.Del(ctx, s.keys(key, &spec)...).Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil
