@@ -180,3 +180,66 @@ func TestDenyCacheResetRace(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyCacheDifferentLimitsUnderOneName shows what the deny cache does
+// when two servers apply different limits under one name, as during the
+// rollout of a new limit: the other server's faster refill adds allowance
+// that a cached denial does not see, so the key is denied here, though
+// Redis would allow it, until that denial runs out, and never longer.
+// Denials are cached per policy parameters: a limiter with other
+// parameters on the same store is never answered by another's denial.
+func TestDenyCacheDifferentLimitsUnderOneName(t *testing.T) {
+	client := redistest.Client(t)
+	clock := &fakeClock{now: time.Unix(1_900_000_000, 0)}
+	prefix := redistest.Prefix(t)
+	oldLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Minute}
+	newLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Second}
+	cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now), redisstore.WithDenyCache(100))
+	direct := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now))
+	oldHere, _ := ratekeeper.New(cached, oldLimit)    // this server: the old limit, and the cache
+	newHere, _ := ratekeeper.New(cached, newLimit)    // the new limit, through the same cache
+	newThere, _ := ratekeeper.New(direct, newLimit)   // another server, already on the new limit
+	oldInRedis, _ := ratekeeper.New(direct, oldLimit) // what Redis answers the old limit
+	ctx := context.Background()
+
+	for range 2 {
+		oldHere.Allow(ctx, "k")
+	}
+	denied, err := oldHere.Allow(ctx, "k")
+	if err != nil || denied.Allowed {
+		t.Fatalf("third request within the minute: %+v, %v; want denied", denied, err)
+	}
+	// The other server refills the key at its own rate, and takes one.
+	clock.Advance(10 * time.Second)
+	if res, err := newThere.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("the new limit, 10 s later: %+v, %v; want allowed", res, err)
+	}
+	if res, err := oldInRedis.Peek(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("Redis under the old limit: %+v, %v; want allowed", res, err)
+	}
+	// The cached denial holds, aged, though Redis would allow.
+	res, err := oldHere.Allow(ctx, "k")
+	if err != nil || res.Allowed || res.RetryAfter != denied.RetryAfter-10*time.Second {
+		t.Errorf("the old limit through the cache: %+v, %v; want the cached denial, RetryAfter %v",
+			res, err, denied.RetryAfter-10*time.Second)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d, want 1", cached.DenyCacheHits())
+	}
+	// The new limit on the same store is not answered by the old one's
+	// denial: it asks Redis, which allows.
+	if res, err := newHere.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Errorf("the new limit through the cache: %+v, %v; want allowed by Redis", res, err)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d after the new limit's call, want still 1", cached.DenyCacheHits())
+	}
+	// Once the denial runs out, the old limit asks Redis again.
+	clock.Advance(denied.RetryAfter - 10*time.Second)
+	if _, err := oldHere.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d once the denial ran out, want still 1", cached.DenyCacheHits())
+	}
+}

@@ -188,8 +188,19 @@ func WithAutoPipelining(on bool) Option {
 // allowance: Allowed and RetryAfter are what Redis would answer (other
 // servers can only take more); Remaining is the one Redis last reported,
 // and ResetAfter is aged since. Only the denied cost is answered locally.
-// Reset on this store forgets the key's denial; a Reset made through
-// another server is seen here once the denial runs out.
+// Reset on this store forgets the key's denial, and a denial on its way
+// back from Redis during a Reset is not cached.
+//
+// Exact holds while nobody else adds allowance. Two things do, and the
+// cache does not see them: a Reset made through another server, and a
+// limiter applying other parameters under the same name (another server
+// still on an old limit, say, with a faster refill or a larger capacity).
+// A key denied here is then denied until its denial runs out, at most the
+// RetryAfter it was cached with, though Redis would allow it; the cache
+// never allows more than Redis would. Denials are cached per policy
+// parameters, so limiters with different limits on one store never answer
+// each other's. To change a limit at once everywhere, give the new policy
+// a new name: its keys start full.
 func WithDenyCache(maxKeys int) Option {
 	return func(s *Store) {
 		s.denies = nil
