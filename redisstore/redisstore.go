@@ -13,8 +13,10 @@
 // a lone caller makes one round trip per decision, and many callers share
 // one round trip per batch; over a client of one server, the batch's
 // decisions under one algorithm share one script call. Every call returns when its context ends,
-// whatever Redis does. An optional deny cache (WithDenyCache) answers
-// repeat denials in process, exactly, until they run out.
+// whatever Redis does. While Redis refuses or drops connections, calls
+// fail at once with ErrUnreachable instead of waiting, and they resume as
+// soon as Redis answers again. An optional deny cache (WithDenyCache)
+// answers repeat denials in process, exactly, until they run out.
 package redisstore
 
 import (
@@ -121,6 +123,7 @@ type Store struct {
 	now       func() time.Time
 	pipeliner *pipeliner // nil without auto-pipelining
 	denies    *denyCache // nil without a deny cache
+	breaker   *breaker   // nil for a cluster client
 	// contextTimeouts: the client bounds each call by its context.
 	contextTimeouts bool
 }
@@ -221,7 +224,7 @@ func (s *Store) DenyCacheHits() int64 {
 // New returns a Store over client. It does not contact Redis: scripts are
 // loaded on first use, so an application can start while Redis is down.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client)}
+	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client), breaker: newBreaker(client)}
 	s.pipeliner = newPipeliner(client)
 	for _, opt := range opts {
 		opt(s)
@@ -248,6 +251,9 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		}
 		gen = s.denies.generation(key)
 	}
+	if err := s.breaker.check(); err != nil {
+		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
+	}
 	c := &call{alg: alg, keys: s.keys(key, &spec), args: s.args(&spec, n, sent), ctx: ctx}
 	var reply any
 	if inline := s.inline(ctx); s.pipeliner != nil {
@@ -267,6 +273,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 		reply, err = c.wait(ctx)
 	}
 	if err != nil {
+		s.breaker.failed(err)
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
 	}
 	res, err := parseReply(&spec, reply)
@@ -348,6 +355,9 @@ func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) err
 	if _, err := scriptOf(&spec); err != nil {
 		return err
 	}
+	if err := s.breaker.check(); err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+	}
 	err := s.client.Del(ctx, s.keys(key, &spec)...).Err()
 	if s.denies != nil {
 		// After the DEL, failed or not: a denial decided before it is
@@ -355,6 +365,7 @@ func (s *Store) Reset(ctx context.Context, key string, spec ratekeeper.Spec) err
 		s.denies.forget(&spec, key)
 	}
 	if err != nil {
+		s.breaker.failed(err)
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil
