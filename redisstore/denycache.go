@@ -61,14 +61,16 @@ func (c *denyCache) shard(key string) *denyShard {
 
 // lookup answers a request of cost n at now from a remembered denial. The
 // answer's Remaining is the one Redis reported, and its ResetAfter is aged
-// by the time since.
-func (c *denyCache) lookup(spec *ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
+// by the time since. Without an answer, it returns key's shard's
+// generation, for remember.
+func (c *denyCache) lookup(spec *ratekeeper.Spec, key string, n int64, now time.Time) (ratekeeper.Result, uint64, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	d, ok := sh.entries[denyKey{spec.Key(), key}]
+	gen := sh.gen
 	sh.mu.Unlock()
 	if !ok || d.cost != max(n, 1) || !now.Before(d.until) {
-		return ratekeeper.Result{}, false
+		return ratekeeper.Result{}, gen, false
 	}
 	c.hits.Add(1)
 	elapsed := now.Sub(d.at)
@@ -79,7 +81,7 @@ func (c *denyCache) lookup(spec *ratekeeper.Spec, key string, n int64, now time.
 			res.Parts[i] = aged(p, elapsed)
 		}
 	}
-	return res, true
+	return res, gen, true
 }
 
 // aged is res as it stands elapsed later, nothing having been taken.
@@ -89,18 +91,9 @@ func aged(res ratekeeper.Result, elapsed time.Duration) ratekeeper.Result {
 	return res
 }
 
-// generation returns key's shard's generation, to be read before the
-// call whose denial may be remembered is sent.
-func (c *denyCache) generation(key string) uint64 {
-	sh := c.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.gen
-}
-
 // remember records a denial of cost n for a call sent at sent, unless a
-// Reset on key's shard ended since gen was read: Redis may have decided the
-// denial before that Reset.
+// Reset on key's shard ended since gen was read (by lookup, before the
+// call was sent): Redis may have decided the denial before that Reset.
 func (c *denyCache) remember(spec *ratekeeper.Spec, key string, n int64, sent time.Time, res ratekeeper.Result, gen uint64) {
 	sh := c.shard(key)
 	k := denyKey{spec.Key(), key}

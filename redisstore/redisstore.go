@@ -244,12 +244,13 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
 	}
-	var gen uint64
+	var gen uint64 // the deny cache's generation before the call
 	if s.denies != nil {
-		if res, ok := s.denies.lookup(&spec, key, n, sent); ok {
+		res, g, ok := s.denies.lookup(&spec, key, n, sent)
+		if ok {
 			return res, nil
 		}
-		gen = s.denies.generation(key)
+		gen = g
 	}
 	if err := s.breaker.check(); err != nil {
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm, key, err)
