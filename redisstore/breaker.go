@@ -14,7 +14,9 @@ import (
 
 // ErrUnreachable matches the error of a call that the store failed at
 // once, without trying Redis, because Redis refused or dropped its last
-// connections. The error wraps the cause too.
+// connections, or its host did not answer a dial. The error wraps the
+// cause too. A call that fails so is a store failure like any other: it
+// matches no input error, and httplimit applies its failure mode.
 var ErrUnreachable = errors.New("redisstore: Redis is unreachable")
 
 const (
