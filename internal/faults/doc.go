@@ -7,6 +7,11 @@
 //     middleware gives its fail-open or fail-closed answer and direct
 //     calls return errors; decisions resume within a second of Redis
 //     answering again; no goroutine outlives the load.
+//   - Redis killed under load from calls without a deadline, with a long
+//     one, and the middleware: once a call has failed, the others fail
+//     within milliseconds, with redisstore.ErrUnreachable, and decisions
+//     resume within a second of Redis's return; the test logs the median
+//     time to fail and the time to recover.
 //   - SCRIPT FLUSH, over and over, under load: no error, and every key
 //     admits exactly its limit, for every algorithm.
 //   - CLIENT PAUSE: calls give up at their context's deadline, with or
