@@ -48,6 +48,10 @@ var (
 	// ErrCostTooHigh: a cost is larger than the policy can ever admit (for
 	// a TokenBucket, more than its Capacity), so waiting would not help.
 	ErrCostTooHigh = errors.New("ratekeeper: cost exceeds what the policy can ever admit")
+	// ErrInvalidTime: a store's clock (one given with a store's WithClock)
+	// reads a time outside the range stores decide at, 1970 to 2200 (see
+	// CheckTime). Nothing is decided, nor taken.
+	ErrInvalidTime = errors.New("ratekeeper: time outside the supported range")
 )
 
 // Result is the outcome of one decision.
