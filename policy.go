@@ -107,7 +107,8 @@ type State struct {
 // consumed, it changes st only to drop a sliding window log's entries
 // that have left, as the script does. A fresh or expired key has the zero
 // State; the key may be forgotten (reset to the zero State) once
-// Result.ResetAfter has passed, without changing any later decision.
+// Result.ResetAfter has passed, without changing any later decision made
+// at that time or after it.
 //
 // Step assumes a validated Spec and 0 <= n <= MaxCost; the Lua scripts of
 // redisstore are tested to return identical Results.
