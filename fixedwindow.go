@@ -62,7 +62,7 @@ func validateWindow(s *Spec) error {
 func (s *Spec) stepFixedWindow(st *State, now, n int64, take bool) outcome {
 	limit, window := s.Params[windowLimit], s.Params[windowLength]
 	count, start := int64(0), now
-	if st.live && now < st.v[1]+window {
+	if st.live && now < st.v[1]+window { // or the clock is behind its start
 		count, start = st.v[0], st.v[1]
 	}
 	allowed := count+want(n) <= limit

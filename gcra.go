@@ -67,6 +67,8 @@ func validateGCRA(s *Spec) error {
 
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
+// A clock gone back puts it further ahead of now: a longer wait, never
+// more allowance.
 func (s *Spec) stepGCRA(st *State, now, n int64, take bool) outcome {
 	interval, burst := s.Params[gcraInterval], s.Params[gcraBurst]
 	tat := now

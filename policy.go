@@ -103,10 +103,12 @@ type State struct {
 
 // Step is the Spec's model: it decides a request of cost n at time now (in
 // microseconds since the Unix epoch) against st, consumes from st when the
-// request is allowed, and returns the Result. n = 0 peeks. It leaves st
-// untouched when nothing is consumed. A fresh or expired key has the zero
+// request is allowed, and returns the Result. n = 0 peeks. When nothing is
+// consumed, it changes st only to drop a sliding window log's entries
+// that have left, as the script does. A fresh or expired key has the zero
 // State; the key may be forgotten (reset to the zero State) once
-// Result.ResetAfter has passed, without changing any later decision.
+// Result.ResetAfter has passed, without changing any later decision made
+// at that time or after it.
 //
 // Step assumes a validated Spec and 0 <= n <= MaxCost; the Lua scripts of
 // redisstore are tested to return identical Results.
@@ -137,8 +139,18 @@ func (s *Spec) StepUnits(st *State, now, n int64) (allowed bool, remaining, retr
 }
 
 // step decides a request of cost n against st and, with take, consumes n
-// when it is allowed. Without take it writes nothing, and an allowed
+// when it is allowed. Without take it consumes nothing, and an allowed
 // request reports the state as it is.
+//
+// A clock that goes back never makes a state's time go back: each model
+// decides at now or, while now is behind it, at the latest time its state
+// holds (a token bucket's last refill, a window's start, a log's newest
+// entry, a leaky bucket's last level), so that a request admitted at a
+// clock gone back is never counted as older than one before it, and
+// nothing refills until the clock catches up. GCRA needs no such care: a
+// clock gone back only puts its theoretical arrival time further ahead.
+// RetryAfter and ResetAfter count from now, on the clock that must reach
+// them.
 func (s *Spec) step(st *State, now, n int64, take bool) outcome {
 	switch s.Algorithm {
 	case AlgorithmTokenBucket:
@@ -266,3 +278,28 @@ func checkShape(s *Spec, window int64) error {
 
 // maxPeriodMicros is MaxPeriod in microseconds.
 const maxPeriodMicros = int64(MaxPeriod / time.Microsecond)
+
+// maxTimeMicros is 2200-01-01 00:00:00 UTC in microseconds since the Unix
+// epoch, the end of the times a store may decide at. A state holds times
+// up to the latest clock reading plus MaxPeriod, and the models add at most
+// another MaxPeriod to them: below 7.9·10^15, exact in a double (2^53 is
+// about 9.0·10^15, in the year 2255).
+const maxTimeMicros = 7_258_118_400_000_000
+
+// CheckTime reports whether now, in microseconds since the Unix epoch, is
+// a time stores can decide at: after 1970-01-01 00:00:00 UTC and before
+// 2200-01-01 00:00:00 UTC. A store checks every time it reads from a
+// clock it was given; outside the range, whose values a script cannot keep
+// exactly (or at all: states hold no negative times), a decision is an
+// error wrapping ErrInvalidTime, never one made on a misread state.
+func CheckTime(now int64) error {
+	if now <= 0 || now >= maxTimeMicros {
+		return timeError(now)
+	}
+	return nil
+}
+
+// timeError is CheckTime's error, apart so that CheckTime inlines.
+func timeError(now int64) error {
+	return fmt.Errorf("%w: %v (%dµs since the Unix epoch)", ErrInvalidTime, time.UnixMicro(now).UTC(), now)
+}

@@ -88,7 +88,7 @@ func (s *Spec) stepTokenBucket(st *State, now, n int64, take bool) outcome {
 	tokens, last := capacity, now
 	if st.live {
 		tokens, last = st.v[0], st.v[1]
-		if now > last {
+		if now > last { // no refill while the clock goes back
 			steps := (now - last) / interval
 			if steps >= ceilDiv(capacity-tokens, rate) {
 				tokens = capacity

@@ -282,7 +282,8 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // WithClock makes the store read the time from now instead of the system's
-// monotonic clock, for deterministic tests.
+// monotonic clock, for deterministic tests. A time outside 1970 to 2200 is
+// an error matching ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
@@ -358,6 +359,9 @@ func (s *Store) Decide(_ context.Context, key string, spec ratekeeper.Spec, n in
 		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost)
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
+	if err := ratekeeper.CheckTime(now); err != nil {
+		return ratekeeper.Result{}, fmt.Errorf("memstore: %w", err)
+	}
 	h := s.hash(key)
 	if len(spec.Parts) > 0 { // an All: its validated copy, Parts and all
 		return s.decideAll(key, h, &v.spec, v, now, n), nil

@@ -156,11 +156,10 @@ func WithKeyPrefix(prefix string) Option {
 // WithClock makes the store take the time from now instead of from the
 // Redis server's clock (TIME). Use it for deterministic tests, or with a
 // managed Redis that rejects TIME in scripts; all application servers
-// sharing a limit should then have synchronized clocks. A token bucket of
-// whole tokens keeps its time modulo at least 27.8 hours: a clock more
-// than a quarter of that behind the one that wrote a key, or about half
-// of it ahead (a test's clock that jumps while Redis holds the key), can
-// misread it (see docs/algorithms.md).
+// sharing a limit should then have synchronized clocks. A clock that lags
+// the one that last wrote a key admits nothing more for it (see
+// docs/operations.md). A time outside 1970 to 2200 is an error matching
+// ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
@@ -243,6 +242,11 @@ func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n 
 	var sent time.Time // local time, for the deny cache
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
+	}
+	if s.now != nil {
+		if err := ratekeeper.CheckTime(sent.UnixMicro()); err != nil {
+			return ratekeeper.Result{}, fmt.Errorf("redisstore: %w", err)
+		}
 	}
 	var gen uint64 // the deny cache's generation before the call
 	if s.denies != nil {

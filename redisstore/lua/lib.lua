@@ -51,6 +51,11 @@ local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
+  -- The range of ratekeeper.CheckTime, which redisstore applies to the
+  -- times it supplies: after 1970, before 2200.
+  if now >= 7258118400000000 then
+    return redis.error_reply('ratekeeper: the server clock reads ' .. t[1] .. ' s, past 2200')
+  end
 else
   now = ARGV[2] + 0
 end
