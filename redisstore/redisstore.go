@@ -220,9 +220,14 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 
 // Decide runs spec's script for key, atomically, in one round trip. The
 // policies of an All are decided by one script call, over keys that share
-// the caller's hash tag.
+// the caller's hash tag. An empty or oversized key is an error wrapping
+// ratekeeper.ErrInvalidKey; a cost outside 0 to spec.MaxCost, one
+// wrapping ratekeeper.ErrInvalidCost (and ErrCostTooHigh above it).
 func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
 	alg, err := scriptOf(&spec)
+	if err == nil {
+		err = checkInput(key, &spec, n)
+	}
 	if err != nil {
 		return ratekeeper.Result{}, err
 	}
