@@ -171,7 +171,9 @@ func WithClock(now func() time.Time) Option {
 // batch's decisions under one algorithm go as one script call, which
 // decides them one after the other at one reading of the server's clock,
 // each exactly as alone; a cluster client sends each in a call of its
-// own, since different callers' keys live in different slots. Off, each
+// own, since different callers' keys live in different slots (as does a
+// *redis.Client of a cluster node, from the first batch that the node
+// refuses with CROSSSLOT; its calls are sent again, alone). Off, each
 // decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
