@@ -127,17 +127,23 @@ func (p *pipeliner) flush(batch []*call) {
 	}
 }
 
-// run sends c alone: EVALSHA, and EVAL if the script is missing, each at
-// most once (see onceCmd). go-redis bounds it by ctx only with
-// ContextTimeoutEnabled, and otherwise by its own timeouts.
+// run sends c alone: EVALSHA, and EVAL if the script is missing, each
+// reaching Redis at most once (see onceCmd and retryUnsent). go-redis
+// bounds it by ctx only with ContextTimeoutEnabled, and otherwise by its
+// own timeouts.
 func (c *call) run(ctx context.Context, client redis.UniversalClient) {
 	if c.abandoned.Load() {
 		return
 	}
-	cmd := scriptCmd(ctx, true, c.alg.script, c.alg.src, c.keys, c.args)
-	if client.Process(ctx, onceCmd{cmd}); isNoScript(cmd.Err()) {
-		cmd = scriptCmd(ctx, false, c.alg.script, c.alg.src, c.keys, c.args)
-		client.Process(ctx, onceCmd{cmd})
+	var cmd *redis.Cmd
+	send := func(evalsha bool) {
+		retryUnsent(ctx, func() error {
+			cmd = scriptCmd(ctx, evalsha, c.alg.script, c.alg.src, c.keys, c.args)
+			return client.Process(ctx, onceCmd{cmd})
+		})
+	}
+	if send(true); isNoScript(cmd.Err()) {
+		send(false)
 	}
 	c.reply, c.err = cmd.Result()
 	if c.err != nil {
@@ -203,22 +209,31 @@ func runBatch(client redis.UniversalClient, batch []*call, combine bool) (crossS
 	return len(split) > 0
 }
 
-// execGroups sends groups as one pipeline, each script call at most once
-// (see onceCmd), then those that met NOSCRIPT as EVAL, and returns their
-// commands.
+// execGroups sends groups as one pipeline, each script call reaching
+// Redis at most once (see onceCmd and retryUnsent), then those that met
+// NOSCRIPT as EVAL, and returns their commands.
 func execGroups(client redis.UniversalClient, groups []group) []*redis.Cmd {
 	ctx := context.Background()
 	cmds := make([]*redis.Cmd, len(groups))
-	if len(groups) == 0 {
-		return cmds
+	send := func(which []int, evalsha bool) {
+		retryUnsent(ctx, func() error {
+			pipe := client.Pipeline()
+			for _, i := range which {
+				g := &groups[i]
+				cmds[i] = scriptCmd(ctx, evalsha, g.script, g.src, g.keys, g.args)
+				pipe.Process(ctx, onceCmd{cmds[i]})
+			}
+			_, err := pipe.Exec(ctx) // errors are read per command
+			return err
+		})
 	}
-	pipe := client.Pipeline()
-	for i := range groups {
-		g := &groups[i]
-		cmds[i] = scriptCmd(ctx, true, g.script, g.src, g.keys, g.args)
-		pipe.Process(ctx, onceCmd{cmds[i]})
+	all := make([]int, len(groups))
+	for i := range all {
+		all[i] = i
 	}
-	pipe.Exec(ctx) // errors are read per command
+	if len(all) > 0 {
+		send(all, true)
+	}
 	var retry []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -226,13 +241,7 @@ func execGroups(client redis.UniversalClient, groups []group) []*redis.Cmd {
 		}
 	}
 	if len(retry) > 0 {
-		pipe = client.Pipeline()
-		for _, i := range retry {
-			g := &groups[i]
-			cmds[i] = scriptCmd(ctx, false, g.script, g.src, g.keys, g.args)
-			pipe.Process(ctx, onceCmd{cmds[i]})
-		}
-		pipe.Exec(ctx)
+		send(retry, false)
 	}
 	return cmds
 }

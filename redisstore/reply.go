@@ -2,6 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,9 +29,9 @@ var _ redis.Error = replyError("")
 // LOADING, READONLY, MASTERDOWN and the like; a script that already ran
 // would then run twice, and take its cost twice. NoRetry is go-redis's
 // switch for commands that must not be repeated: a call that fails so
-// returns its error instead. go-redis still repeats a command that it
-// knows never reached Redis: a cluster's MOVED and ASK redirections, and
-// READONLY from a former primary.
+// returns its error instead. go-redis still repeats a command that never
+// ran: a cluster's MOVED and ASK redirections, and READONLY from a
+// former primary; redisstore repeats one that never left (retryUnsent).
 type onceCmd struct{ *redis.Cmd }
 
 // NoRetry tells go-redis never to send the command again.
@@ -54,3 +58,31 @@ func scriptCmd(ctx context.Context, evalsha bool, script *redis.Script, src stri
 // isNoScript reports whether err says Redis lacks the script (after a
 // SCRIPT FLUSH, a restart or a failover): it did not run.
 func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// unsentRetries is how many times retryUnsent sends a call again, as
+// go-redis would (MaxRetries is 3 by default).
+const unsentRetries = 3
+
+// retryUnsent runs send, and again, after go-redis's backoff (8 ms,
+// doubling, with jitter), while it fails with an error that says nothing
+// was sent: no connection could be had. That is what go-redis retries
+// for any command, and safe: the script never reached Redis. It keeps a
+// call from failing on a dial error that go-redis's pool repeats for a
+// while after Redis returns, when a connection of the pool is about to
+// be free.
+func retryUnsent(ctx context.Context, send func() error) {
+	for attempt := 0; ; attempt++ {
+		var op *net.OpError
+		if err := send(); attempt == unsentRetries || !errors.As(err, &op) || op.Op != "dial" {
+			return
+		}
+		d := 8 * time.Millisecond << attempt
+		t := time.NewTimer(d/2 + rand.N(d))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
