@@ -63,8 +63,8 @@ func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 // go-redis would (MaxRetries is 3 by default).
 const unsentRetries = 3
 
-// retryUnsent runs send, and again, after go-redis's backoff (8 ms,
-// doubling, with jitter), while it fails with an error that says nothing
+// retryUnsent runs send, and again, after go-redis's backoff (8 ms plus
+// up to 16, 32, then 64 ms), while it fails with an error that says nothing
 // was sent: no connection could be had. That is what go-redis retries
 // for any command, and safe: the script never reached Redis. It keeps a
 // call from failing on a dial error that go-redis's pool repeats for a
@@ -76,8 +76,8 @@ func retryUnsent(ctx context.Context, send func() error) {
 		if err := send(); attempt == unsentRetries || !errors.As(err, &op) || op.Op != "dial" {
 			return
 		}
-		d := 8 * time.Millisecond << attempt
-		t := time.NewTimer(d/2 + rand.N(d))
+		const min = 8 * time.Millisecond // go-redis's MinRetryBackoff
+		t := time.NewTimer(min + rand.N(min<<(attempt+1)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
