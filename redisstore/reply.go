@@ -76,8 +76,8 @@ func retryUnsent(ctx context.Context, send func() error) {
 		if err := send(); attempt == unsentRetries || !errors.As(err, &op) || op.Op != "dial" {
 			return
 		}
-		const min = 8 * time.Millisecond // go-redis's MinRetryBackoff
-		t := time.NewTimer(min + rand.N(min<<(attempt+1)))
+		const minBackoff = 8 * time.Millisecond // go-redis's MinRetryBackoff
+		t := time.NewTimer(minBackoff + rand.N(minBackoff<<(attempt+1)))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
