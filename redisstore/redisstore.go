@@ -173,7 +173,9 @@ func WithClock(now func() time.Time) Option {
 // batch's decisions under one algorithm go as one script call, which
 // decides them one after the other at one reading of the server's clock,
 // each exactly as alone; a cluster client sends each in a call of its
-// own, since different callers' keys live in different slots. Off, each
+// own, since different callers' keys live in different slots (as does a
+// *redis.Client of a cluster node, from the first batch that the node
+// refuses with CROSSSLOT; its calls are sent again, alone). Off, each
 // decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
@@ -233,9 +235,14 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 
 // Decide runs spec's script for key, atomically, in one round trip. The
 // policies of an All are decided by one script call, over keys that share
-// the caller's hash tag.
+// the caller's hash tag. An empty or oversized key is an error wrapping
+// ratekeeper.ErrInvalidKey; a cost outside 0 to spec.MaxCost, one
+// wrapping ratekeeper.ErrInvalidCost (and ErrCostTooHigh above it).
 func (s *Store) Decide(ctx context.Context, key string, spec ratekeeper.Spec, n int64) (ratekeeper.Result, error) {
 	alg, err := scriptOf(&spec)
+	if err == nil {
+		err = checkInput(key, &spec, n)
+	}
 	if err != nil {
 		return ratekeeper.Result{}, err
 	}

@@ -19,6 +19,11 @@
 //     the middleware at its store timeout.
 //   - Redis restarted empty: a key starts again full, without an error,
 //     for every algorithm.
+//   - Writes refused, out of memory under noeviction (OOM) or by a
+//     replica (READONLY), under mixed load: every request gets its own
+//     answer, pipelined or not; no drained key is allowed.
+//   - Redis stalled for longer than the client's ReadTimeout, under
+//     go-redis's default retries: no script runs more than once.
 //
 // The package has no code of its own; it runs with the other tests under
 // `make test`, and skips without a test Redis.
