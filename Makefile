@@ -48,3 +48,10 @@ bench:
 soak:
 	./scripts/with-redis.sh env RATEKEEPER_SOAK_DURATION=60s RATEKEEPER_SOAK_LOAD_DURATION=30s \
 		go test -count=1 -v -timeout 20m ./internal/soak/
+
+# Refresh the README's picture of the page, docs/demo.png (make test never
+# writes it): the browser test's first page against a throwaway Redis, its
+# badge showing localhost:6379 rather than the throwaway's random port.
+.PHONY: screenshot
+screenshot:
+	./scripts/with-redis.sh sh -c 'cd e2e && RATEKEEPER_E2E=1 RATEKEEPER_SCREENSHOT=$(CURDIR)/docs/demo.png go test -count=1 -run "^TestDemoPage$$" ./...'

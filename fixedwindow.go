@@ -60,7 +60,7 @@ func checkWindow(s *driver.Spec) (int64, error) {
 func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcome {
 	limit, window := p.Capacity, p.Interval
 	count, start := int64(0), now
-	if st.Live && now < st.V[1]+window {
+	if st.Live && now < st.V[1]+window { // or the clock is behind its start
 		count, start = st.V[0], st.V[1]
 	}
 	allowed := count+want(n) <= limit

@@ -61,13 +61,15 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 		return 0, policyError(s.Algorithm, "", "burst %d does not match its limit %d", burst, s.Limit)
 	}
 	if interval <= 0 || interval > maxPeriodMicros/max(burst, 1) {
-		return 0, policyError("GCRA", "", "burst of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
+		return 0, policyError("GCRA", "Burst", "of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
 	}
 	return burst * interval, nil
 }
 
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
+// A clock gone back puts it further ahead of now: a longer wait, never
+// more allowance.
 func stepGCRA(p driver.Params, st *state, now, n int64, take bool) outcome {
 	interval, burst := p.Interval, p.Capacity
 	tat := now

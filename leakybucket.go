@@ -2,6 +2,7 @@ package ratekeeper
 
 import (
 	"math"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/driver"
 )
@@ -65,6 +66,10 @@ func checkLeakyBucket(s *driver.Spec) (int64, error) {
 	}
 	if rate <= 0 || rate > MaxLimit*1000 {
 		return 0, policyError(s.Algorithm, "", "rate of %d billionths per µs is out of range", rate)
+	}
+	if window := ceilDiv(capacity, rate); window > maxPeriodMicros {
+		return 0, policyError("LeakyBucket", "LeakRate", "is too slow: a full bucket takes %v to drain, longer than %v",
+			time.Duration(window)*time.Microsecond, MaxPeriod)
 	}
 	return ceilDiv(capacity, rate), nil
 }

@@ -51,6 +51,10 @@ var (
 	// ErrCostTooHigh: a cost is larger than the policy can ever admit (for
 	// a TokenBucket, more than its Capacity), so waiting would not help.
 	ErrCostTooHigh = errors.New("ratekeeper: cost exceeds what the policy can ever admit")
+	// ErrInvalidTime: a store's clock (one given with a store's WithClock)
+	// reads a time outside the range stores decide at, 1970 to 2200.
+	// Nothing is decided, nor taken.
+	ErrInvalidTime = driver.ErrInvalidTime
 )
 
 // Result is the outcome of one decision.
@@ -63,8 +67,14 @@ type Result struct {
 	Allowed bool
 	// Limit is the policy's capacity, or its requests per window.
 	Limit int64
-	// Remaining is what is left after this decision, exactly: a token
-	// bucket refilling 0.1 token per interval reports 0.3, never 0.
+	// Remaining is what is left after this decision, in requests of cost
+	// 1: a request of any cost up to Remaining would pass now, and one of
+	// more would not. TokenBucket and LeakyBucket hold fractions and
+	// report them, to the millionth, rounded down: a token bucket
+	// refilling 0.1 token per interval reports 0.3, never 0. GCRA,
+	// FixedWindow, SlidingWindowLog and SlidingWindowCounter report whole
+	// requests: GCRA and SlidingWindowCounter round down what they hold
+	// (a continuous refill, a weighted estimate), the other two count.
 	Remaining float64
 	// RetryAfter is 0 when allowed; otherwise the time until the same
 	// request (for a peek, one of cost 1) could be allowed.

@@ -52,39 +52,41 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) o
 	if st.Live && st.Log != nil {
 		log = *st.Log
 	}
+	// at is now, or the newest entry's time while the clock is behind it:
+	// an entry stamped in the past would leave early.
+	at := now
+	if len(log) > 0 {
+		at = max(at, log[len(log)-1])
+	}
 	gone := 0
-	for gone < len(log) && log[gone] <= now-window {
+	for gone < len(log) && log[gone] <= at-window {
 		gone++
 	}
-	kept := log[gone:]
+	if gone > 0 {
+		// Entries leave as soon as a request finds them gone, as in the
+		// script: a request at a clock gone back counts the same entries
+		// in both.
+		log = log[:copy(log, log[gone:])]
+		*st.Log = log
+	}
 	need := want(n)
-	allowed := int64(len(kept))+need <= limit
+	allowed := int64(len(log))+need <= limit
 	if allowed && take {
 		if st.Log == nil {
 			st.Log = new([]int64)
 		}
-		log = append(log[:0], kept...)
-		at := len(log) // entries stay sorted even if the clock went back
-		for at > 0 && log[at-1] > now {
-			at--
+		for range n {
+			log = append(log, at) // the newest: the log stays sorted
 		}
-		for i := int64(0); i < n; i++ {
-			log = append(log, 0)
-		}
-		copy(log[at+int(n):], log[at:])
-		for i := at; i < at+int(n); i++ {
-			log[i] = now
-		}
-		kept = log
 		*st.Log, st.Live = log, true
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
 		// Wait until enough of the oldest entries have left.
-		retryAfter = kept[int64(len(kept))+need-limit-1] + window - now
+		retryAfter = log[int64(len(log))+need-limit-1] + window - now
 	}
-	if len(kept) > 0 {
-		resetAfter = kept[len(kept)-1] + window - now
+	if len(log) > 0 {
+		resetAfter = log[len(log)-1] + window - now
 	}
-	return outcome{allowed, (limit - int64(len(kept))) * unit, retryAfter, resetAfter}
+	return outcome{allowed, (limit - int64(len(log))) * unit, retryAfter, resetAfter}
 }

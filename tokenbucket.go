@@ -69,7 +69,7 @@ func checkTokenBucket(s *driver.Spec) (int64, error) {
 	}
 	steps := ceilDiv(capacity, rate)
 	if steps > maxPeriodMicros/interval {
-		return 0, policyError("TokenBucket", "", "takes %d refills of %v to fill, longer than %v",
+		return 0, policyError("TokenBucket", "RefillRate", "is too slow: the bucket takes %d refills of %v to fill, longer than %v",
 			steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
 	}
 	return steps * interval, nil
@@ -82,7 +82,7 @@ func stepTokenBucket(p driver.Params, st *state, now, n int64, take bool) outcom
 	tokens, last := capacity, now
 	if st.Live {
 		tokens, last = st.V[0], st.V[1]
-		if now > last {
+		if now > last { // no refill while the clock goes back
 			steps := (now - last) / interval
 			if steps >= ceilDiv(capacity-tokens, rate) {
 				tokens = capacity

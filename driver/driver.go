@@ -126,6 +126,16 @@ type Algorithm struct {
 	// request is allowed. Without take it consumes nothing, and an
 	// allowed request reports the state as it is. It may assume a Spec
 	// that passed Check and 1 <= max(n, 1) <= Limit.
+	//
+	// A clock that goes back never makes a state's time go back: each
+	// model decides at now or, while now is behind it, at the latest time
+	// its state holds (a token bucket's last refill, a window's start, a
+	// log's newest entry, a leaky bucket's last level), so that a request
+	// admitted at a clock gone back is never counted as older than one
+	// before it, and nothing refills until the clock catches up. GCRA
+	// needs no such care: a clock gone back only puts its theoretical
+	// arrival time further ahead. RetryAfter and ResetAfter count from
+	// now, on the clock that must reach them.
 	Step func(p Params, st *State, now, n int64, take bool) Outcome
 	// Short is a short form of the name, for stores' keys: "tb".
 	Short string

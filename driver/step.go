@@ -34,11 +34,13 @@ type Outcome struct {
 // Step is the spec's model: it decides a request of cost n at time now (in
 // microseconds since the Unix epoch) against st, consumes from st when the
 // request is allowed, and returns the Outcome of every part: out[0] for a
-// spec other than an All, out[i] for an All's i-th part. n = 0 peeks. It
-// leaves st untouched when nothing is consumed. A fresh or expired key has
-// the zero State; the key may be forgotten (reset to the zero State) once
-// the Outcome's ResetAfter has passed, without changing any later
-// decision. out must hold max(NumParts(), 1) Outcomes.
+// spec other than an All, out[i] for an All's i-th part. n = 0 peeks.
+// When nothing is consumed, it changes st only to drop a sliding window
+// log's entries that have left, as the script does. A fresh or expired key
+// has the zero State; the key may be forgotten (reset to the zero State)
+// once the Outcome's ResetAfter has passed, without changing any later
+// decision made at that time or after it. out must hold
+// max(NumParts(), 1) Outcomes.
 //
 // Step assumes 0 <= n <= MaxCost(); the Lua scripts of redisstore are
 // tested to return identical Outcomes.

@@ -227,7 +227,8 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // WithClock makes the store read the time from now instead of the system's
-// monotonic clock, for deterministic tests.
+// monotonic clock, for deterministic tests. A time outside 1970 to 2200 is
+// an error matching ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
@@ -302,6 +303,9 @@ func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n 
 		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost())
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
+	if err := driver.CheckTime(now); err != nil {
+		return ratekeeper.Result{}, fmt.Errorf("memstore: %w", err)
+	}
 	h := s.hash(key)
 	if spec.IsAll() {
 		return s.decideAll(key, h, spec, now, n), nil

@@ -17,6 +17,12 @@ const denyShards = 16
 // RetryAfter because only time adds allowance: other servers can only take
 // more. It answers only the cost that was denied, for which RetryAfter is
 // known exactly.
+//
+// A Reset adds allowance too, so a denial that Redis decided before a
+// Reset must not be cached after it: each shard counts its Resets (its
+// generation), and a denial is remembered only if no Reset of its shard
+// ended while it was out. Resets are rare, so a count per shard, rather
+// than per key, costs only the odd denial not cached.
 type denyCache struct {
 	seed     maphash.Seed
 	perShard int
@@ -26,6 +32,7 @@ type denyCache struct {
 
 type denyShard struct {
 	mu      sync.Mutex
+	gen     uint64 // Resets ended on this shard
 	entries map[denyKey]denial
 }
 
@@ -55,14 +62,16 @@ func (c *denyCache) shard(key string) *denyShard {
 
 // lookup answers a request of cost n at now from a remembered denial. The
 // answer's Remaining is the one Redis reported, and its ResetAfter is aged
-// by the time since.
-func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time.Time) (ratekeeper.Result, bool) {
+// by the time since. Without an answer, it returns key's shard's
+// generation, for remember.
+func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time.Time) (ratekeeper.Result, uint64, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	d, ok := sh.entries[denyKey{spec.Key(), key}]
+	gen := sh.gen
 	sh.mu.Unlock()
 	if !ok || d.cost != max(n, 1) || !now.Before(d.until) {
-		return ratekeeper.Result{}, false
+		return ratekeeper.Result{}, gen, false
 	}
 	c.hits.Add(1)
 	elapsed := now.Sub(d.at)
@@ -73,7 +82,7 @@ func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time
 			res.Parts[i] = aged(p, elapsed)
 		}
 	}
-	return res, true
+	return res, gen, true
 }
 
 // aged is res as it stands elapsed later, nothing having been taken.
@@ -83,12 +92,17 @@ func aged(res ratekeeper.Result, elapsed time.Duration) ratekeeper.Result {
 	return res
 }
 
-// remember records a denial of cost n for a call sent at sent.
-func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent time.Time, res ratekeeper.Result) {
+// remember records a denial of cost n for a call sent at sent, unless a
+// Reset on key's shard ended since gen was read (by lookup, before the
+// call was sent): Redis may have decided the denial before that Reset.
+func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent time.Time, res ratekeeper.Result, gen uint64) {
 	sh := c.shard(key)
 	k := denyKey{spec.Key(), key}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.gen != gen {
+		return
+	}
 	if _, ok := sh.entries[k]; !ok && len(sh.entries) >= c.perShard {
 		// Full: drop the expired among a sample, and at least one.
 		sampled := 0
@@ -104,10 +118,12 @@ func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent t
 	sh.entries[k] = denial{cost: max(n, 1), at: sent, until: sent.Add(res.RetryAfter), res: res}
 }
 
-// forget drops key's denial under spec.
+// forget drops key's denial under spec, once its state has been deleted
+// in Redis, and keeps denials still on their way from being remembered.
 func (c *denyCache) forget(spec *driver.ValidSpec, key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
+	sh.gen++
 	delete(sh.entries, denyKey{spec.Key(), key})
 	sh.mu.Unlock()
 }

@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,140 @@ func TestDenyCacheForgetsOnReset(t *testing.T) {
 	}
 	if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
 		t.Errorf("after Reset: %+v, %v; want allowed", res, err)
+	}
+}
+
+// TestDenyCacheResetRace races Reset against a denial on its way back from
+// Redis, hundreds of times: a denial that Redis decided before the Reset
+// must never be cached after it, so once both calls return, the cache
+// answers exactly what Redis does.
+func TestDenyCacheResetRace(t *testing.T) {
+	const (
+		trials = 600
+		batch  = 50 // trials at once
+	)
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	policy := ratekeeper.GCRA{Rate: 1, Period: time.Hour, Burst: 1}
+	for _, pipelining := range []bool{true, false} {
+		t.Run(fmt.Sprint("pipelining=", pipelining), func(t *testing.T) {
+			cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithDenyCache(10_000),
+				redisstore.WithAutoPipelining(pipelining))
+			viaCache, _ := ratekeeper.New(cached, policy)
+			viaRedis, _ := ratekeeper.New(redisstore.New(client, redisstore.WithKeyPrefix(prefix)), policy)
+			ctx := context.Background()
+			var wrong, deniedFirst atomic.Int64
+			for start := 0; start < trials; start += batch {
+				var wg sync.WaitGroup
+				for i := start; i < start+batch; i++ {
+					key := fmt.Sprintf("p%t:%d", pipelining, i)
+					wg.Go(func() {
+						if res, err := viaCache.Allow(ctx, key); err != nil || !res.Allowed {
+							t.Errorf("%s: first request: %+v, %v", key, res, err)
+							return
+						}
+						var pair sync.WaitGroup
+						ready := make(chan struct{})
+						pair.Go(func() {
+							<-ready
+							if res, err := viaCache.Allow(ctx, key); err != nil {
+								t.Error(err)
+							} else if !res.Allowed {
+								deniedFirst.Add(1)
+							}
+						})
+						pair.Go(func() {
+							<-ready
+							if err := viaCache.Reset(ctx, key); err != nil {
+								t.Error(err)
+							}
+						})
+						close(ready)
+						pair.Wait()
+						got, err1 := viaCache.Peek(ctx, key)
+						want, err2 := viaRedis.Peek(ctx, key)
+						if err1 != nil || err2 != nil {
+							t.Errorf("%s: %v, %v", key, err1, err2)
+							return
+						}
+						if got.Allowed != want.Allowed {
+							if wrong.Add(1) <= 5 {
+								t.Errorf("%s: after Reset and Allow, the cache answers allowed=%t, Redis %t",
+									key, got.Allowed, want.Allowed)
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			t.Logf("%d trials; %d denials raced a Reset; %d answers from the cache differed from Redis",
+				trials, deniedFirst.Load(), wrong.Load())
+			if deniedFirst.Load() == 0 {
+				t.Error("no denial ever raced a Reset: the test proves nothing")
+			}
+		})
+	}
+}
+
+// TestDenyCacheDifferentLimitsUnderOneName shows what the deny cache does
+// when two servers apply different limits under one name, as during the
+// rollout of a new limit: the other server's faster refill adds allowance
+// that a cached denial does not see, so the key is denied here, though
+// Redis would allow it, until that denial runs out, and never longer.
+// Denials are cached per policy parameters: a limiter with other
+// parameters on the same store is never answered by another's denial.
+func TestDenyCacheDifferentLimitsUnderOneName(t *testing.T) {
+	client := redistest.Client(t)
+	clock := &fakeClock{now: time.Unix(1_900_000_000, 0)}
+	prefix := redistest.Prefix(t)
+	oldLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Minute}
+	newLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Second}
+	cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now), redisstore.WithDenyCache(100))
+	direct := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now))
+	oldHere, _ := ratekeeper.New(cached, oldLimit)    // this server: the old limit, and the cache
+	newHere, _ := ratekeeper.New(cached, newLimit)    // the new limit, through the same cache
+	newThere, _ := ratekeeper.New(direct, newLimit)   // another server, already on the new limit
+	oldInRedis, _ := ratekeeper.New(direct, oldLimit) // what Redis answers the old limit
+	ctx := context.Background()
+
+	for range 2 {
+		oldHere.Allow(ctx, "k")
+	}
+	denied, err := oldHere.Allow(ctx, "k")
+	if err != nil || denied.Allowed {
+		t.Fatalf("third request within the minute: %+v, %v; want denied", denied, err)
+	}
+	// The other server refills the key at its own rate, and takes one.
+	clock.Advance(10 * time.Second)
+	if res, err := newThere.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("the new limit, 10 s later: %+v, %v; want allowed", res, err)
+	}
+	if res, err := oldInRedis.Peek(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("Redis under the old limit: %+v, %v; want allowed", res, err)
+	}
+	// The cached denial holds, aged, though Redis would allow.
+	res, err := oldHere.Allow(ctx, "k")
+	if err != nil || res.Allowed || res.RetryAfter != denied.RetryAfter-10*time.Second {
+		t.Errorf("the old limit through the cache: %+v, %v; want the cached denial, RetryAfter %v",
+			res, err, denied.RetryAfter-10*time.Second)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d, want 1", cached.DenyCacheHits())
+	}
+	// The new limit on the same store is not answered by the old one's
+	// denial: it asks Redis, which allows.
+	if res, err := newHere.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Errorf("the new limit through the cache: %+v, %v; want allowed by Redis", res, err)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d after the new limit's call, want still 1", cached.DenyCacheHits())
+	}
+	// Once the denial runs out, the old limit asks Redis again.
+	clock.Advance(denied.RetryAfter - 10*time.Second)
+	if _, err := oldHere.Allow(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if cached.DenyCacheHits() != 1 {
+		t.Errorf("DenyCacheHits = %d once the denial ran out, want still 1", cached.DenyCacheHits())
 	}
 }

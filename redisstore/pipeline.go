@@ -2,10 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,8 +48,9 @@ type pipeliner struct {
 	// combine: the requests of a batch under one algorithm go as one
 	// script call (see runBatch). Only over a client of one server: in a
 	// cluster, different callers' keys are in different slots, which one
-	// script cannot touch.
-	combine bool
+	// script cannot touch. A plain client of a cluster node learns so
+	// from the first CROSSSLOT, and stops.
+	combine atomic.Bool
 
 	mu     sync.Mutex
 	flying int     // round trips in flight
@@ -56,8 +59,10 @@ type pipeliner struct {
 }
 
 func newPipeliner(client redis.UniversalClient) *pipeliner {
+	p := &pipeliner{client: client}
 	_, single := client.(*redis.Client)
-	return &pipeliner{client: client, combine: single}
+	p.combine.Store(single)
+	return p
 }
 
 // do sends c at once, alone, when fewer than maxFlying round trips are in
@@ -107,7 +112,9 @@ func (p *pipeliner) flush(batch []*call) {
 		if len(batch) == 1 {
 			batch[0].run(batch[0].ctx, p.client)
 		} else {
-			runBatch(p.client, batch, p.combine)
+			if runBatch(p.client, batch, p.combine.Load()) {
+				p.combine.Store(false)
+			}
 		}
 		for i, c := range batch {
 			close(c.done)
@@ -120,13 +127,43 @@ func (p *pipeliner) flush(batch []*call) {
 	}
 }
 
-// run sends c alone: EVALSHA, and EVAL if the script is missing. go-redis
+// run sends c alone: EVALSHA, and EVAL if the script is missing, each
+// reaching Redis at most once (see onceCmd and retryUnsent). go-redis
 // bounds it by ctx only with ContextTimeoutEnabled, and otherwise by its
 // own timeouts.
 func (c *call) run(ctx context.Context, client redis.UniversalClient) {
-	if !c.abandoned.Load() {
-		c.reply, c.err = c.alg.script.Run(ctx, client, c.keys, c.args...).Result()
+	if c.abandoned.Load() {
+		return
 	}
+	var cmd *redis.Cmd
+	send := func(evalsha bool) {
+		retryUnsent(ctx, func() error {
+			cmd = scriptCmd(ctx, evalsha, c.alg.script, c.alg.src, c.keys, c.args)
+			return client.Process(ctx, onceCmd{cmd})
+		})
+	}
+	if send(true); isNoScript(cmd.Err()) {
+		send(false)
+	}
+	c.reply, c.err = cmd.Result()
+	if c.err != nil {
+		c.err = withContextErr(ctx, c.err)
+	}
+}
+
+// withContextErr adds ctx's error to err, from a call that ended with
+// ctx: a read cut at ctx's deadline (with ContextTimeoutEnabled) fails
+// with a network timeout, which may come a moment before ctx says it
+// is done.
+func withContextErr(ctx context.Context, err error) error {
+	ctxErr := ctx.Err()
+	if deadline, ok := ctx.Deadline(); ctxErr == nil && ok && !time.Now().Before(deadline) {
+		ctxErr = context.DeadlineExceeded
+	}
+	if ctxErr == nil || errors.Is(err, ctxErr) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctxErr, err)
 }
 
 // wait returns c's reply, or ctx's error if ctx ends first; the call may
@@ -148,36 +185,65 @@ func (c *call) wait(ctx context.Context) (any, error) {
 // clock once, for them all. Errors stay per call. The batch serves callers
 // with different deadlines, so it is bounded by the client's own
 // timeouts.
-func runBatch(client redis.UniversalClient, batch []*call, combine bool) {
-	ctx := context.Background()
+//
+// A plain client of a Redis Cluster node refuses a combined call whose
+// keys lie in different slots (CROSSSLOT), before running it: its calls
+// are then sent again, each alone, and runBatch reports it, so that the
+// caller stops combining.
+func runBatch(client redis.UniversalClient, batch []*call, combine bool) (crossSlot bool) {
 	groups := groupCalls(batch, combine)
-	cmds := make([]*redis.Cmd, len(groups))
-	pipe := client.Pipeline()
+	cmds := execGroups(client, groups)
+	var split []group
 	for i := range groups {
-		g := &groups[i]
-		cmds[i] = pipe.EvalSha(ctx, g.script.Hash(), g.keys, g.args...)
+		if len(groups[i].calls) > 1 && redis.HasErrorPrefix(cmds[i].Err(), "CROSSSLOT") {
+			split = append(split, groupCalls(groups[i].calls, false)...)
+			continue
+		}
+		groups[i].deliver(cmds[i])
 	}
-	if pipe.Len() == 0 {
-		return
+	if len(split) > 0 {
+		for i, cmd := range execGroups(client, split) {
+			split[i].deliver(cmd)
+		}
 	}
-	pipe.Exec(ctx) // errors are read per command
+	return len(split) > 0
+}
+
+// execGroups sends groups as one pipeline, each script call reaching
+// Redis at most once (see onceCmd and retryUnsent), then those that met
+// NOSCRIPT as EVAL, and returns their commands.
+func execGroups(client redis.UniversalClient, groups []group) []*redis.Cmd {
+	ctx := context.Background()
+	cmds := make([]*redis.Cmd, len(groups))
+	send := func(which []int, evalsha bool) {
+		retryUnsent(ctx, func() error {
+			pipe := client.Pipeline()
+			for _, i := range which {
+				g := &groups[i]
+				cmds[i] = scriptCmd(ctx, evalsha, g.script, g.src, g.keys, g.args)
+				pipe.Process(ctx, onceCmd{cmds[i]})
+			}
+			_, err := pipe.Exec(ctx) // errors are read per command
+			return err
+		})
+	}
+	all := make([]int, len(groups))
+	for i := range all {
+		all[i] = i
+	}
+	if len(all) > 0 {
+		send(all, true)
+	}
 	var retry []int
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if isNoScript(cmd.Err()) {
 			retry = append(retry, i)
 		}
 	}
 	if len(retry) > 0 {
-		pipe = client.Pipeline()
-		for _, i := range retry {
-			g := &groups[i]
-			cmds[i] = pipe.Eval(ctx, g.src, g.keys, g.args...)
-		}
-		pipe.Exec(ctx)
+		send(retry, false)
 	}
-	for i := range groups {
-		groups[i].deliver(cmds[i])
-	}
+	return cmds
 }
 
 // group is one script call of a pipelined batch: a call of its own, or
@@ -249,8 +315,10 @@ func (g *group) deliver(cmd *redis.Cmd) {
 			c.err = err
 			continue
 		}
-		if e, ok := replies[i].(error); ok {
-			c.err = e
+		// A request's failure is a string (batch.lua): no client reads
+		// it as an error reply, which go-redis would stop the array at.
+		if msg, ok := replies[i].(string); ok {
+			c.err = replyError(msg)
 		} else {
 			c.reply = replies[i]
 		}

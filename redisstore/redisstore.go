@@ -13,8 +13,10 @@
 // a lone caller makes one round trip per decision, and many callers share
 // one round trip per batch; over a client of one server, the batch's
 // decisions under one algorithm share one script call. Every call returns when its context ends,
-// whatever Redis does. An optional deny cache (WithDenyCache) answers
-// repeat denials in process, exactly, until they run out.
+// whatever Redis does. While Redis refuses or drops connections, calls
+// fail at once with ErrUnreachable instead of waiting, and they resume as
+// soon as Redis answers again. An optional deny cache (WithDenyCache)
+// answers repeat denials in process, exactly, until they run out.
 package redisstore
 
 import (
@@ -125,6 +127,7 @@ type Store struct {
 	now       func() time.Time
 	pipeliner *pipeliner // nil without auto-pipelining
 	denies    *denyCache // nil without a deny cache
+	breaker   *breaker   // nil for a cluster client
 	// contextTimeouts: the client bounds each call by its context.
 	contextTimeouts bool
 }
@@ -157,11 +160,10 @@ func WithKeyPrefix(prefix string) Option {
 // WithClock makes the store take the time from now instead of from the
 // Redis server's clock (TIME). Use it for deterministic tests, or with a
 // managed Redis that rejects TIME in scripts; all application servers
-// sharing a limit should then have synchronized clocks. A token bucket of
-// whole tokens keeps its time modulo at least 27.8 hours: a clock more
-// than a quarter of that behind the one that wrote a key, or about half
-// of it ahead (a test's clock that jumps while Redis holds the key), can
-// misread it (see docs/algorithms.md).
+// sharing a limit should then have synchronized clocks. A clock that lags
+// the one that last wrote a key admits nothing more for it (see
+// docs/operations.md). A time outside 1970 to 2200 is an error matching
+// ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
@@ -175,7 +177,9 @@ func WithClock(now func() time.Time) Option {
 // batch's decisions under one algorithm go as one script call, which
 // decides them one after the other at one reading of the server's clock,
 // each exactly as alone; a cluster client sends each in a call of its
-// own, since different callers' keys live in different slots. Off, each
+// own, since different callers' keys live in different slots (as does a
+// *redis.Client of a cluster node, from the first batch that the node
+// refuses with CROSSSLOT; its calls are sent again, alone). Off, each
 // decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
@@ -192,8 +196,19 @@ func WithAutoPipelining(on bool) Option {
 // allowance: Allowed and RetryAfter are what Redis would answer (other
 // servers can only take more); Remaining is the one Redis last reported,
 // and ResetAfter is aged since. Only the denied cost is answered locally.
-// Reset on this store forgets the key's denial; a Reset made through
-// another server is seen here once the denial runs out.
+// Reset on this store forgets the key's denial, and a denial on its way
+// back from Redis during a Reset is not cached.
+//
+// Exact holds while nobody else adds allowance. Two things do, and the
+// cache does not see them: a Reset made through another server, and a
+// limiter applying other parameters under the same name (another server
+// still on an old limit, say, with a faster refill or a larger capacity).
+// A key denied here is then denied until its denial runs out, at most the
+// RetryAfter it was cached with, though Redis would allow it; the cache
+// never allows more than Redis would. Denials are cached per policy
+// parameters, so limiters with different limits on one store never answer
+// each other's. To change a limit at once everywhere, give the new policy
+// a new name: its keys start full.
 func WithDenyCache(maxKeys int) Option {
 	return func(s *Store) {
 		s.denies = nil
@@ -214,7 +229,7 @@ func (s *Store) DenyCacheHits() int64 {
 // New returns a Store over client. It does not contact Redis: scripts are
 // loaded on first use, so an application can start while Redis is down.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client)}
+	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client), breaker: newBreaker(client)}
 	s.pipeliner = newPipeliner(client)
 	for _, opt := range opts {
 		opt(s)
@@ -224,9 +239,14 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 
 // Decide runs spec's script for key, atomically, in one round trip. The
 // policies of an All are decided by one script call, over keys that share
-// the caller's hash tag.
+// the caller's hash tag. An empty or oversized key is an error wrapping
+// ratekeeper.ErrInvalidKey; a cost outside 0 to spec.MaxCost(), one
+// wrapping ratekeeper.ErrInvalidCost (and ErrCostTooHigh above it).
 func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
 	alg, err := scriptOf(spec)
+	if err == nil {
+		err = checkInput(key, spec, n)
+	}
 	if err != nil {
 		return ratekeeper.Result{}, err
 	}
@@ -234,10 +254,21 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
 	}
+	if s.now != nil {
+		if err := driver.CheckTime(sent.UnixMicro()); err != nil {
+			return ratekeeper.Result{}, fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	var gen uint64 // the deny cache's generation before the call
 	if s.denies != nil {
-		if res, ok := s.denies.lookup(spec, key, n, sent); ok {
+		res, g, ok := s.denies.lookup(spec, key, n, sent)
+		if ok {
 			return res, nil
 		}
+		gen = g
+	}
+	if err := s.breaker.check(); err != nil {
+		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: ctx}
 	var reply any
@@ -258,11 +289,12 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 		reply, err = c.wait(ctx)
 	}
 	if err != nil {
+		s.breaker.failed(err)
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	res, err := parseReply(spec, reply)
 	if err == nil && !res.Allowed && s.denies != nil {
-		s.denies.remember(spec, key, n, sent, res)
+		s.denies.remember(spec, key, n, sent, res, gen)
 	}
 	return res, err
 }
@@ -337,10 +369,17 @@ func (s *Store) Reset(ctx context.Context, key string, spec *driver.ValidSpec) e
 	if _, err := scriptOf(spec); err != nil {
 		return err
 	}
+	if err := s.breaker.check(); err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
+	}
+	err := s.client.Del(ctx, s.keys(key, spec)...).Err()
 	if s.denies != nil {
+		// After the DEL, failed or not: a denial decided before it is
+		// then never cached.
 		s.denies.forget(spec, key)
 	}
-	if err := s.client.Del(ctx, s.keys(key, spec)...).Err(); err != nil {
+	if err != nil {
+		s.breaker.failed(err)
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil

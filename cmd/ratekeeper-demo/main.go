@@ -18,9 +18,16 @@
 //
 //	GET  /        the page
 //	POST /test    one request against the limit: {"allowed", "remaining", "config", ...}, 200 or 429
-//	POST /config  change the policy (JSON or form): {"success", "config"} or 400 {"success":false, "error"}
+//	POST /config  change the policy (JSON or form): {"success", "config"} or 400 {"success":false, "error", "field"}
 //	GET  /state   the current level, without consuming: remaining, limit, retry and reset times, backend
 //	POST /reset   refill the demo key
+//
+// POST /config changes the fields it names, of the current algorithm unless
+// it names another. While the store is down, every call answers 503 with an
+// error that says so; GET /state still gives the backend and the policy,
+// with "store_ok": false. POST requests from other sites' pages are refused
+// (403). The log is slog's text format on stderr, go-redis's lines
+// included, each message at most once every 10 s.
 package main
 
 import (
@@ -29,13 +36,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Server timeouts: generous for a page and small JSON bodies, short enough
@@ -49,18 +58,21 @@ const (
 )
 
 func main() {
-	logger := log.New(os.Stderr, "ratekeeper-demo: ", 0)
+	logger := newLogger(os.Stderr)
+	// go-redis logs on its own (failed dials, closed connections): into the
+	// same format, and with the same limit on repeats.
+	redis.SetLogger(redisLogger{logger})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, logger)
 	stop()
 	if err != nil {
-		logger.Print(err)
+		logger.Error(err.Error())
 		os.Exit(1)
 	}
 }
 
 // run serves the demo until ctx ends, then shuts down gracefully.
-func run(ctx context.Context, args []string, getenv func(string) string, logger *log.Logger) error {
+func run(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger) error {
 	flags := flag.NewFlagSet("ratekeeper-demo", flag.ContinueOnError)
 	addr := flags.String("addr", "", "listen `address` (default :$PORT, or :8080)")
 	// No default from REDIS_URL here: -h would print its password.
@@ -90,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 	}
 	defer be.close()
 	if be.kind == backendRedis {
-		logger.Printf("limits kept in Redis at %s", be.addr)
+		logger.Info("limits kept in Redis", "addr", be.addr)
 	}
 	srv, err := newServer(be, defaultConfig(), logger)
 	if err != nil {
@@ -108,9 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          logger,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Printf("serving on %s", pageURL(ln.Addr()))
+	logger.Info("serving on " + pageURL(ln.Addr()))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -118,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		return err
 	case <-ctx.Done():
 	}
-	logger.Print("shutting down")
+	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {

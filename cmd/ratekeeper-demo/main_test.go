@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,14 +21,14 @@ func TestRunRejects(t *testing.T) {
 		{"-addr", "127.0.0.1:0", "extra"},
 		{"-nope"},
 	} {
-		if err := run(context.Background(), args, env, log.New(io.Discard, "", 0)); err == nil {
+		if err := run(context.Background(), args, env, slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("run %q: no error", args)
 		}
 	}
 	// REDIS_URL counts as explicit too.
 	url := closedURL(t)
 	err := run(context.Background(), []string{"-addr", "127.0.0.1:0"},
-		func(k string) string { return map[string]string{"REDIS_URL": url}[k] }, log.New(io.Discard, "", 0))
+		func(k string) string { return map[string]string{"REDIS_URL": url}[k] }, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "cannot reach Redis") {
 		t.Errorf("run with an unreachable REDIS_URL: %v", err)
 	}
@@ -50,7 +49,9 @@ func TestRunServes(t *testing.T) {
 	var logs testio.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, log.New(&logs, "", 0)) }()
+	go func() {
+		done <- run(ctx, nil, func(k string) string { return env[k] }, slog.New(slog.NewTextHandler(&logs, nil)))
+	}()
 
 	url := "http://127.0.0.1:" + port + "/state"
 	deadline := time.Now().Add(10 * time.Second)

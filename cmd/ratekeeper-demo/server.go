@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log"
+	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
@@ -27,9 +28,11 @@ const demoKey = "demo:request"
 // maxBodyBytes bounds request bodies; a configuration is a few dozen bytes.
 const maxBodyBytes = 16 << 10
 
-// storeTimeout bounds each decision. It is longer than httplimit's default
-// so that a Redis across a network still answers in time.
-const storeTimeout = 2 * time.Second
+// storeTimeout bounds each call to the store: long enough for a Redis
+// across a network or under load, short enough that one that has stopped
+// answering fails requests within a second rather than holding them (one
+// that refuses connections fails them at once).
+const storeTimeout = time.Second
 
 //go:embed web
 var webFiles embed.FS
@@ -38,7 +41,8 @@ var webFiles embed.FS
 // configuration changes, so every request sees one consistent limiter.
 type server struct {
 	be      *backend
-	logger  *log.Logger
+	logger  *slog.Logger
+	handler http.Handler // mux, behind the cross-origin check
 	mux     *http.ServeMux
 	mu      sync.Mutex // serializes configuration changes
 	current atomic.Pointer[limiter]
@@ -51,7 +55,7 @@ type limiter struct {
 	test http.Handler // POST /test, behind httplimit.Middleware
 }
 
-func newServer(be *backend, cfg config, logger *log.Logger) (*server, error) {
+func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
 	s := &server{be: be, logger: logger, mux: http.NewServeMux()}
 	l, err := s.build(cfg)
 	if err != nil {
@@ -69,7 +73,9 @@ func newServer(be *backend, cfg config, logger *log.Logger) (*server, error) {
 		http.ServeFileFS(w, r, web, "index.html")
 	}), http.MethodGet))
 	s.mux.Handle("/static/", allow(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+		// No directory listings, and a JSON 404 like every other.
+		name := strings.TrimPrefix(r.URL.Path, "/static/")
+		if st, err := fs.Stat(web, name); err != nil || st.IsDir() || !fs.ValidPath(name) {
 			writeError(w, http.StatusNotFound, "not found: "+r.URL.Path)
 			return
 		}
@@ -83,6 +89,15 @@ func newServer(be *backend, cfg config, logger *log.Logger) (*server, error) {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found: "+r.URL.Path)
 	})
+	// Browsers send any other site's form posts here too: refuse the
+	// requests that change the policy or the key unless they come from
+	// this page.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.logger.Warn(fmt.Sprintf("cross-origin %s %s refused", r.Method, r.URL.Path), "origin", r.Header.Get("Origin"))
+		writeError(w, http.StatusForbidden, "cross-origin request refused: change the demo from its own page")
+	}))
+	s.handler = cop.Handler(s.mux)
 	return s, nil
 }
 
@@ -94,7 +109,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	s.mux.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, r)
 }
 
 // allow answers 405 Method Not Allowed, with an Allow header, to methods
@@ -124,23 +139,26 @@ func (s *server) build(cfg config) (*limiter, error) {
 	reply := func(status int) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			res, _ := httplimit.ResultFromContext(r.Context())
-			writeJSON(w, status, testReply{decision: newDecision(res), Config: cfg})
+			writeJSON(w, status, testReply{Decision: newDecision(res), Config: cfg})
 		})
 	}
 	l.test = httplimit.Middleware(lim,
 		httplimit.WithKeyFunc(func(*http.Request) (string, error) { return demoKey, nil }),
 		httplimit.WithDeniedHandler(reply(http.StatusTooManyRequests)),
 		httplimit.WithFailureHandler(func(w http.ResponseWriter, _ *http.Request, _ http.Handler, err error) {
-			// A demo serving requests unlimited would show nothing: say why.
-			writeError(w, http.StatusServiceUnavailable, "the rate limiter's store failed: "+err.Error())
+			// A demo serving requests unlimited would show nothing: say
+			// why. The middleware has logged the cause.
+			writeError(w, http.StatusServiceUnavailable, s.storeDown())
 		}),
+		httplimit.WithLogger(s.logger),
 		httplimit.WithStoreTimeout(storeTimeout),
 	)(reply(http.StatusOK))
 	return l, nil
 }
 
-// decision is a Result in the page's units: times in milliseconds.
-type decision struct {
+// Decision is a Result in the page's units: times in milliseconds. (It is
+// exported only so that GET /state can embed it as a pointer.)
+type Decision struct {
 	Allowed      bool    `json:"allowed"`
 	Remaining    float64 `json:"remaining"`
 	Limit        int64   `json:"limit"`
@@ -148,8 +166,8 @@ type decision struct {
 	ResetAfterMs float64 `json:"reset_after_ms"`
 }
 
-func newDecision(res ratekeeper.Result) decision {
-	return decision{
+func newDecision(res ratekeeper.Result) Decision {
+	return Decision{
 		Allowed:      res.Allowed,
 		Remaining:    res.Remaining,
 		Limit:        res.Limit,
@@ -163,7 +181,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // testReply is the body of POST /test: the original demo's allowed, remaining
 // and config, and the rest of the Result.
 type testReply struct {
-	decision
+	Decision
 	Config config `json:"config"`
 }
 
@@ -171,35 +189,45 @@ func (s *server) handleTest(w http.ResponseWriter, r *http.Request) {
 	s.current.Load().test.ServeHTTP(w, r)
 }
 
-// stateReply is the body of GET /state.
+// stateReply is the body of GET /state. While the store fails it still
+// tells the backend and the policy, with StoreOK false and no level.
 type stateReply struct {
-	decision
+	*Decision
 	WindowMs  float64 `json:"window_ms"`
 	Backend   string  `json:"backend"`
 	RedisAddr string  `json:"redis_addr,omitempty"`
+	StoreOK   bool    `json:"store_ok"`
+	Error     string  `json:"error,omitempty"`
 	Algorithm string  `json:"algorithm"`
 	Config    config  `json:"config"`
 }
 
 func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 	l := s.current.Load()
-	res, err := l.lim.Peek(r.Context(), demoKey)
-	if err != nil {
-		s.storeFailed(w, "peek", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, stateReply{
-		decision:  newDecision(res),
+	reply := stateReply{
 		WindowMs:  ms(l.lim.Spec().Window()),
 		Backend:   s.be.kind,
 		RedisAddr: s.be.addr,
 		Algorithm: l.cfg.Algorithm,
 		Config:    l.cfg,
-	})
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	res, err := l.lim.Peek(ctx, demoKey)
+	if err != nil {
+		reply.Error = s.storeFailure("peek", err)
+		writeJSON(w, http.StatusServiceUnavailable, reply)
+		return
+	}
+	d := newDecision(res)
+	reply.Decision, reply.StoreOK = &d, true
+	writeJSON(w, http.StatusOK, reply)
 }
 
 func (s *server) handleReset(w http.ResponseWriter, r *http.Request) {
-	if err := s.current.Load().lim.Reset(r.Context(), demoKey); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+	defer cancel()
+	if err := s.current.Load().lim.Reset(ctx, demoKey); err != nil {
 		s.storeFailed(w, "reset", err)
 		return
 	}
@@ -258,12 +286,15 @@ func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
 		s.current.Store(l)
 		// A bucket drained under the old parameters would make the new
 		// ones look wrong: start from full.
-		err := old.lim.Reset(r.Context(), demoKey)
+		ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
+		defer cancel()
+		err := old.lim.Reset(ctx, demoKey)
 		if err == nil && l.cfg.Algorithm != old.cfg.Algorithm {
-			err = l.lim.Reset(r.Context(), demoKey)
+			err = l.lim.Reset(ctx, demoKey)
 		}
 		if err != nil {
-			s.storeFailed(w, "configuration applied, but resetting the demo key", err)
+			msg := s.storeFailure("reset after a policy change", err)
+			writeError(w, http.StatusServiceUnavailable, "The policy is applied, but the demo key could not be refilled: "+msg)
 			return
 		}
 	}
@@ -285,7 +316,22 @@ func (s *server) parse(body []byte, mediaType string, cur config) (*limiter, err
 	return s.build(cfg)
 }
 
-func (s *server) storeFailed(w http.ResponseWriter, what string, err error) {
-	s.logger.Printf("%s failed: %v", what, err)
-	writeError(w, http.StatusServiceUnavailable, what+" failed: "+err.Error())
+// storeFailed answers 503 for a failed call to the store.
+func (s *server) storeFailed(w http.ResponseWriter, op string, err error) {
+	writeError(w, http.StatusServiceUnavailable, s.storeFailure(op, err))
+}
+
+// storeFailure logs a failed call to the store, and says in plain words
+// what is down, for the page; the cause goes to the log only.
+func (s *server) storeFailure(op string, err error) string {
+	s.logger.Warn("store call failed", "op", op, "backend", s.be.kind, "err", err)
+	return s.storeDown()
+}
+
+// storeDown says in plain words that the store is down.
+func (s *server) storeDown() string {
+	if s.be.kind == backendRedis {
+		return fmt.Sprintf("Redis at %s is not answering, so no request can be decided until it is back.", s.be.addr)
+	}
+	return "The in-process store failed, so no request can be decided."
 }

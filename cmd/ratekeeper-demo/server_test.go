@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,7 +40,7 @@ func memoryBackend(t *testing.T) *backend {
 
 func newTestServer(t *testing.T, be *backend) *server {
 	t.Helper()
-	s, err := newServer(be, defaultConfig(), log.New(io.Discard, "", 0))
+	s, err := newServer(be, defaultConfig(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +130,7 @@ func TestEveryAlgorithm(t *testing.T) {
 		"gcra":                   `algorithm=gcra&rate=1&period=3600&burst=3`,
 		"fixed_window":           `{"algorithm":"fixed_window","limit":3,"window":3600}`,
 		"sliding_window_log":     `algorithm=sliding_window_log&limit=3&window=3600`,
-		"sliding_window_counter": `{"algorithm":"sliding_window_counter","limit":"3","window":"3600"}`,
+		"sliding_window_counter": `{"algorithm":"sliding_window_counter","limit":3,"window":3600}`,
 		"leaky_bucket":           `algorithm=leaky_bucket&capacity=3&leak_rate=0.001`,
 	}
 	if len(bodies) != len(params) {
@@ -164,6 +163,57 @@ func TestEveryAlgorithm(t *testing.T) {
 	})
 }
 
+// TestConfigKeepsAlgorithm changes one field of the current algorithm
+// without naming it.
+func TestConfigKeepsAlgorithm(t *testing.T) {
+	s := newTestServer(t, memoryBackend(t))
+	postConfig(t, s, "", "algorithm=gcra")
+	got := postConfig(t, s, "", "burst=7").Config
+	if want := (config{Algorithm: "gcra", Rate: 1, Period: 1, Burst: 7}); got != want {
+		t.Errorf("config %+v, want %+v", got, want)
+	}
+	got = postConfig(t, s, "application/json", `{"rate":2}`).Config
+	if want := (config{Algorithm: "gcra", Rate: 2, Period: 1, Burst: 7}); got != want {
+		t.Errorf("config %+v, want %+v", got, want)
+	}
+}
+
+// TestCrossOrigin checks that another site's page cannot change the policy
+// or reset the key, while the demo's own page and curl can.
+func TestCrossOrigin(t *testing.T) {
+	s := newTestServer(t, memoryBackend(t))
+	for _, path := range []string{"/config", "/reset", "/test"} {
+		for _, h := range []map[string]string{
+			{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+			{"Origin": "https://evil.example"}, // a browser without Sec-Fetch-Site
+		} {
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader("capacity=1&refill_interval=3600000"))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range h {
+				r.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			if w.Code != http.StatusForbidden || !strings.Contains(decode[errorReply](t, w).Error, "cross-origin request refused") {
+				t.Errorf("POST %s with %v: %d %s", path, h, w.Code, w.Body)
+			}
+		}
+	}
+	if st := getState(t, s); st.Config != defaultConfig() {
+		t.Fatalf("a cross-origin request changed the policy to %+v", st.Config)
+	}
+	// The page's own requests, and those of curl, which sends neither header.
+	r := httptest.NewRequest(http.MethodPost, "/config", strings.NewReader("capacity=4"))
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	r.Header.Set("Origin", "http://example.com")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("a same-origin POST /config: %d %s", w.Code, w.Body)
+	}
+	postConfig(t, s, "", "capacity=5")
+}
+
 func TestConfigKeepsOmittedFields(t *testing.T) {
 	s := newTestServer(t, memoryBackend(t))
 	postConfig(t, s, "", "refill_interval=2")
@@ -185,30 +235,49 @@ func TestConfigInvalid(t *testing.T) {
 		field             string
 		error             string // a part of the message
 	}{
-		// The library's own validation messages.
-		{"", "capacity=0", 400, "capacity", "ratekeeper: invalid policy: TokenBucket Capacity must be between 1 and"},
-		{"", "refill_rate=-1", 400, "refill_rate", "RefillRate must be a positive finite number"},
-		{"application/json", `{"refill_interval":0}`, 400, "refill_interval", "RefillInterval must be positive"},
-		{"", "refill_interval=0.0000001", 400, "refill_interval", "not a whole number of microseconds"},
-		{"", "algorithm=gcra&rate=5&period=0.000001", 400, "rate", "more than one request per microsecond"},
-		{"", "algorithm=sliding_window_log&limit=100000", 400, "limit", "Limit must be between 1 and 10000"},
-		{"", "algorithm=leaky_bucket&leak_rate=0.0001", 400, "leak_rate", "below the resolution"},
-		{"", "algorithm=fixed_window&window=-3", 400, "window", "Window must be positive"},
-		// The demo's own parsing.
-		{"", "capacity=abc", 400, "capacity", `capacity must be a whole number, got "abc"`},
-		{"", "capacity=2.5", 400, "capacity", "whole number"},
-		{"", "refill_rate=", 400, "refill_rate", "refill_rate is empty"},
-		{"", "refill_rate=NaN", 400, "refill_rate", "finite number"},
-		{"", "refill_interval=1e300", 400, "refill_interval", "too long"},
-		{"", "algorithm=nope", 400, "algorithm", `unknown algorithm "nope"`},
-		{"", "algorithm=gcra&capacity=3", 400, "capacity", "capacity is not a parameter of gcra"},
-		{"", "colour=blue", 400, "colour", `unknown field "colour"`},
-		{"", "capacity=%zz", 400, "", "malformed form"},
-		{"application/json", `{"capacity":`, 400, "", "malformed JSON"},
-		{"application/json", `[1,2]`, 400, "", "malformed JSON"},
-		{"application/json", `null`, 400, "", "malformed JSON"},
-		{"application/json", `{"capacity":5} {}`, 400, "", "data after the object"},
-		{"application/json", `{"capacity":true}`, 400, "capacity", "capacity must be a number, got true"},
+		// Each field's range, as a person would say it.
+		{"", "capacity=0", 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000,000."},
+		{"", "capacity=-1", 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000,000."},
+		{"", "capacity=abc", 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000,000."},
+		{"", "capacity=2.5", 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000,000."},
+		{"application/json", `{"capacity":1e300}`, 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000,000."},
+		{"", "refill_rate=-1", 400, "refill_rate", "Refill rate must be a number above 0, such as 0.5."},
+		{"", "refill_rate=", 400, "refill_rate", "Refill rate must be a number above 0"},
+		{"", "refill_rate=NaN", 400, "refill_rate", "Refill rate must be a number above 0"},
+		{"", "refill_rate=2e9", 400, "refill_rate", "Refill rate must be at most 1,000,000,000."},
+		{"application/json", `{"refill_interval":0}`, 400, "refill_interval", "Refill interval must be a number of seconds above 0, such as 1.5."},
+		{"", "refill_interval=1e12", 400, "refill_interval", "Refill interval must be at most 315,360,000 seconds (10 years)."},
+		{"", "refill_interval=1e300", 400, "refill_interval", "at most 315,360,000 seconds"},
+		{"", "algorithm=fixed_window&window=-3", 400, "window", "Window must be a number of seconds above 0"},
+		{"", "algorithm=sliding_window_log&limit=100000", 400, "limit", "Limit must be a whole number from 1 to 10,000."},
+		{"", "algorithm=leaky_bucket&capacity=2000000", 400, "capacity", "Capacity must be a whole number from 1 to 1,000,000."},
+		// The library's rules between fields and on resolution, reworded.
+		{"", "refill_interval=0.0000001", 400, "refill_interval", "Refill interval must be a whole number of microseconds: at most 6 decimal places."},
+		{"", "refill_rate=0.0000001", 400, "refill_rate", "Refill rate must be at least 0.000001."},
+		{"", "algorithm=gcra&rate=5&period=0.000001", 400, "rate", "Rate must be at most one request per microsecond of the period."},
+		{"", "algorithm=leaky_bucket&leak_rate=0.0001", 400, "leak_rate", "Leak rate must be at least 0.001 per second."},
+		{"", "capacity=1000000000&refill_rate=0.000001&refill_interval=1", 400, "refill_rate", "more than 10 years to fill"},
+		{"", "algorithm=gcra&rate=1&period=300000000&burst=5", 400, "burst", "Burst is too large for this rate"},
+		// The request itself.
+		{"", "", 400, "", "The request has no body"},
+		{"application/json", "", 400, "", "The request has no body"},
+		{"application/json", `{}`, 400, "", "The request names no field"},
+		{"", "capacity=5&capacity=6", 400, "capacity", "Capacity is given 2 times: give it once."},
+		{"application/json", `{"capacity":5,"capacity":6}`, 400, "capacity", "Capacity is given twice: give it once."},
+		{"application/json", `{"capacity":"5"}`, 400, "capacity", "Capacity must be a number without quotes, such as 5."},
+		{"application/json", `{"algorithm":5}`, 400, "algorithm", "Algorithm must be a name in quotes"},
+		{"", "algorithm=nope", 400, "algorithm", `There is no algorithm "nope": choose one of fixed_window, gcra,`},
+		{"", "algorithm=gcra&capacity=3", 400, "capacity", "capacity is not a setting of gcra, whose settings are rate, period, burst."},
+		{"", "colour=blue", 400, "colour", `There is no setting "colour".`},
+		{"", "capacity=%zz", 400, "", `The form is malformed: "%zz" is not a valid escape.`},
+		{"application/json", `{"capacity":`, 400, "", "The JSON body ends too soon."},
+		{"application/json", `{"capacity" 5}`, 400, "", "The body is not valid JSON at byte"},
+		{"application/json", `[1,2]`, 400, "", `The body must be a JSON object, such as {"capacity":5}.`},
+		{"application/json", `null`, 400, "", "The body must be a JSON object"},
+		{"application/json", `{"capacity":5} {}`, 400, "", "The body holds more than one JSON object"},
+		{"application/json", `{"capacity":true}`, 400, "capacity", "Capacity must be a number, not true."},
+		{"application/json", `{"capacity":[1]}`, 400, "capacity", "Capacity must be a number, not a list."},
+		{"application/json", `{"capacity":{}}`, 400, "capacity", "Capacity must be a number, not an object."},
 		{"text/plain", "capacity=5", 415, "", "unsupported Content-Type"},
 		{"", "capacity=" + strings.Repeat("9", maxBodyBytes), 413, "", "request body larger than"},
 	}
@@ -226,6 +295,12 @@ func TestConfigInvalid(t *testing.T) {
 		got := decode[errorReply](t, w)
 		if got.Success || !strings.Contains(got.Error, tt.error) || got.Field != tt.field {
 			t.Errorf("%s: %+v, want the field %q and an error containing %q", name, got, tt.field, tt.error)
+		}
+		// Nothing of Go's own wording: types, package prefixes, field names.
+		for _, leak := range []string{"Go ", "interface", "map[", "ratekeeper:", "json:", "strconv", "TokenBucket", "RefillRate"} {
+			if strings.Contains(got.Error, leak) {
+				t.Errorf("%s: the message %q says %q", name, got.Error, leak)
+			}
 		}
 	}
 	if st := getState(t, s); st.Config != defaultConfig() {
@@ -341,7 +416,8 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/static/app.js", 200, "", "text/javascript; charset=utf-8"},
 		{"GET", "/static/style.css", 200, "", "text/css; charset=utf-8"},
 		{"GET", "/static/", 404, "", "application/json"},
-		{"GET", "/static/nope.js", 404, "", ""},
+		{"GET", "/static/nope.js", 404, "", "application/json"},
+		{"GET", "/static/favicon.svg", 200, "", "image/svg+xml"},
 		{"POST", "/", 405, "GET, HEAD", "application/json"},
 		{"GET", "/test", 405, "POST", "application/json"},
 		{"PUT", "/config", 405, "POST", "application/json"},
@@ -408,16 +484,31 @@ func TestConcurrentChanges(t *testing.T) {
 	})
 }
 
+// TestStoreFailure checks what a failing store answers: a 503 that names
+// Redis as down in plain words, and a state that still tells the policy.
 func TestStoreFailure(t *testing.T) {
-	s := newTestServer(t, &backend{store: failingStore{}, kind: backendRedis, addr: "test"})
+	s := newTestServer(t, &backend{store: failingStore{}, kind: backendRedis, addr: "10.0.0.1:6379"})
+	const want = "Redis at 10.0.0.1:6379 is not answering, so no request can be decided until it is back."
 	for _, path := range []string{"/test", "/reset"} {
 		w := do(t, s, http.MethodPost, path, "", "")
-		if got := decode[errorReply](t, w); w.Code != http.StatusServiceUnavailable || !strings.Contains(got.Error, "store is down") {
+		if got := decode[errorReply](t, w); w.Code != http.StatusServiceUnavailable || got.Error != want {
 			t.Errorf("POST %s: %d %s", path, w.Code, w.Body)
 		}
 	}
-	if w := do(t, s, http.MethodGet, "/state", "", ""); w.Code != http.StatusServiceUnavailable {
+	w := do(t, s, http.MethodGet, "/state", "", "")
+	var st map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusServiceUnavailable || st["store_ok"] != false || st["error"] != want ||
+		st["backend"] != "redis" || st["redis_addr"] != "10.0.0.1:6379" || st["algorithm"] != "token_bucket" {
 		t.Errorf("GET /state: %d %s", w.Code, w.Body)
+	}
+	if _, ok := st["remaining"]; ok {
+		t.Errorf("GET /state shows a level while the store is down: %s", w.Body)
+	}
+	if cfg, _ := st["config"].(map[string]any); cfg["capacity"] != 10.0 {
+		t.Errorf("GET /state: no policy while the store is down: %s", w.Body)
 	}
 }
 

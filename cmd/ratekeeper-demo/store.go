@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/url"
 	"time"
@@ -45,7 +45,7 @@ type backend struct {
 // limits silently kept elsewhere would mislead. With no URL, it tries
 // probeURL briefly and falls back to an in-process store, saying so on
 // logger.
-func connect(ctx context.Context, redisURL, probeURL string, logger *log.Logger) (*backend, error) {
+func connect(ctx context.Context, redisURL, probeURL string, logger *slog.Logger) (*backend, error) {
 	if redisURL != "" {
 		return dialRedis(ctx, redisURL, connectTimeout)
 	}
@@ -56,7 +56,8 @@ func connect(ctx context.Context, redisURL, probeURL string, logger *log.Logger)
 	if cause := errors.Unwrap(err); cause != nil {
 		err = cause // without the URL, which the message gives
 	}
-	logger.Printf("no Redis at %s (%v): using the in-process store; set REDIS_URL to share limits across servers", redact(probeURL), err)
+	logger.Warn("using the in-process store; set REDIS_URL to share limits across servers",
+		"no_redis_at", redact(probeURL), "err", err)
 	store := memstore.New()
 	return &backend{store: store, kind: backendMemory, close: store.Close}, nil
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -213,8 +213,7 @@ var policies = []policyCase{
 	{"tb1_2.5per100ms", ratekeeper.TokenBucket{Capacity: 1, RefillRate: 2.5, RefillInterval: 100 * time.Millisecond}, 100 * time.Millisecond},
 	// Token counts of 10^12, refilled every microsecond.
 	{"tb1e6_1.5per1us", ratekeeper.TokenBucket{Capacity: 1_000_000, RefillRate: 1.5, RefillInterval: time.Microsecond}, time.Microsecond},
-	// Whole tokens, which the script packs into one integer with the time
-	// modulo 10^16 and 10^11 µs.
+	// Whole tokens, small and large buckets.
 	{"tb4_1per250ms", ratekeeper.TokenBucket{Capacity: 4, RefillRate: 1, RefillInterval: 250 * time.Millisecond}, 250 * time.Millisecond},
 	{"tb250000_3000per1ms", ratekeeper.TokenBucket{Capacity: 250_000, RefillRate: 3000, RefillInterval: time.Millisecond}, time.Millisecond},
 	// An emission interval of 1s/3, rounded up to 333,334µs.

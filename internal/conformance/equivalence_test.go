@@ -3,15 +3,16 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"sync"
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // Fixed seeds keep failures reproducible.
@@ -21,7 +22,7 @@ const equivalenceSteps = 10_000
 
 // TestRandomEquivalence requires the Lua script, memstore and the Go
 // model to return identical Results for every request of long random
-// sequences.
+// sequences, on a clock that now and then steps back.
 func TestRandomEquivalence(t *testing.T) {
 	useRedis := os.Getenv(redistest.EnvAddr) != ""
 	if !useRedis {
@@ -58,11 +59,20 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 	}
 	var st driver.State
 	g := newStepGen(seed, pc, spec)
+	// Now and then the clock steps back, up to two windows, as far as
+	// memstore's expiries allow (see expiryFloor).
+	back := rand.New(rand.NewPCG(seed, 1))
+	var floor expiryFloor
 	var allowed, denied int
 	for i := range equivalenceSteps {
 		d, n := g.next()
+		if back.IntN(30) == 0 {
+			d = floor.back(clock.Now().UnixMicro(), -g.fraction(2*g.window))
+		}
 		clock.Advance(d)
-		want := results.Step(spec, &st, clock.Now().UnixMicro(), n)
+		now := clock.Now().UnixMicro()
+		floor.before(now)
+		want := results.Step(spec, &st, now, n)
 		got, err := mem.AllowN(ctx, key, n)
 		if err != nil {
 			t.Fatalf("seed %d, step %d: memstore AllowN(%d): %v", seed, i, n, err)
@@ -80,6 +90,7 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 				"model    %+v\nmemstore %+v\n%s",
 				seed, i, pc.policy, n, clock.Elapsed(), d, want, got, redisLine)
 		}
+		floor.after(now, n, want)
 		if want.Allowed {
 			allowed++
 		} else {

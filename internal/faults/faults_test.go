@@ -158,29 +158,18 @@ type sample struct {
 	unexpected string // neither: what happened
 }
 
-// dialWatch dials for a go-redis client, and records when it first
-// connects once armed.
-type dialWatch struct {
-	armed     atomic.Bool
-	connected atomic.Int64 // Unix nanoseconds; 0 until then
-}
-
-func (d *dialWatch) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var dialer net.Dialer
-	conn, err := dialer.DialContext(ctx, network, addr)
-	if err == nil && d.armed.Load() {
-		d.connected.CompareAndSwap(0, time.Now().UnixNano())
-	}
-	return conn, err
-}
-
-func (d *dialWatch) arm() { d.armed.Store(true) }
-
-// first returns when the client first connected once armed, or the zero
-// time.
-func (d *dialWatch) first() time.Time {
-	if ns := d.connected.Load(); ns != 0 {
-		return time.Unix(0, ns)
+// pingUntilUp PINGs Redis through client until it answers, and returns
+// when it first did, or the zero time after 5 s. go-redis's pool, after
+// PoolSize failed dials, dials again only once a second: this is when the
+// client itself works again.
+func pingUntilUp(client *redis.Client) time.Time {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return time.Now()
+		}
 	}
 	return time.Time{}
 }
@@ -204,10 +193,8 @@ func killUnderLoad(t *testing.T, pipelining bool) {
 	)
 	srv := redistest.StartServer(t)
 	baseline := runtime.NumGoroutine()
-	var dials dialWatch
 	client := redis.NewClient(&redis.Options{
-		Addr:   srv.Addr,
-		Dialer: dials.dial,
+		Addr: srv.Addr,
 		// Short timeouts, so that calls abandoned by their callers end
 		// soon.
 		DialTimeout:  100 * time.Millisecond,
@@ -288,9 +275,10 @@ func killUnderLoad(t *testing.T, pipelining bool) {
 	down := time.Now() // the process is gone, and its port closed
 	time.Sleep(outage)
 	up := time.Now()
-	dials.arm()
 	srv.Restart()
 	back := time.Now() // Redis answers again
+	clientUp := make(chan time.Time, 1)
+	go func() { clientUp <- pingUntilUp(client) }()
 	// Poll for the first decision made once Redis is back.
 	var recovered time.Time
 	for {
@@ -315,8 +303,8 @@ func killUnderLoad(t *testing.T, pipelining bool) {
 	// After PoolSize failed dials, go-redis stops dialing and tries once
 	// a second, which alone may hold decisions back for a second: the
 	// limiter's recovery counts from Redis's return or the client's first
-	// connection since, whichever is later.
-	reconnected := dials.first()
+	// answer since (a PING through the client's pool), whichever is later.
+	reconnected := <-clientUp
 	if reconnected.Before(back) {
 		reconnected = back
 	}

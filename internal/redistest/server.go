@@ -18,6 +18,7 @@ type Server struct {
 	Addr string
 	t    testing.TB
 	port int
+	args []string // added to redis-server's command line
 	cmd  *exec.Cmd
 }
 
@@ -25,11 +26,18 @@ type Server struct {
 // t ends. Like Addr, it skips t outside `make test`.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return StartServerWith(t)
+}
+
+// StartServerWith is StartServer with more redis-server options, such as
+// "--maxmemory", "1mb".
+func StartServerWith(t testing.TB, args ...string) *Server {
+	t.Helper()
 	Addr(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found: %v", err)
 	}
-	s := &Server{t: t}
+	s := &Server{t: t, args: args}
 	for attempt := 0; attempt < 5 && s.cmd == nil; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -51,8 +59,9 @@ func StartServer(t testing.TB) *Server {
 
 // start runs redis-server on s.port and waits until it answers.
 func (s *Server) start() error {
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir())
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir()}, s.args...)
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

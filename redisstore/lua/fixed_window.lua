@@ -8,7 +8,7 @@ function algorithms.fixed_window(key, take, n, now, slack, limit, _, window)
   if need == 0 then need = 1 end
   local count, start = 0, now
   local c, s = decode(redis.call('GET', key), 2)
-  if c and now < s + window then count, start = c, s end
+  if c and now < s + window then count, start = c, s end -- or the clock is behind its start
   local allowed = 0
   if count + need <= limit then
     allowed = 1

@@ -55,6 +55,11 @@ end
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
+    -- The range of driver.CheckTime, which redisstore applies to the
+    -- times it supplies: after 1970, before 2200.
+    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
+      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    end
     return tm[1] * 1000000 + tm[2]
   end
   return t + 0
@@ -70,7 +75,7 @@ function algorithms.fixed_window(key, take, n, now, slack, limit, _, window)
   if need == 0 then need = 1 end
   local count, start = 0, now
   local c, s = decode(redis.call('GET', key), 2)
-  if c and now < s + window then count, start = c, s end
+  if c and now < s + window then count, start = c, s end -- or the clock is behind its start
   local allowed = 0
   if count + need <= limit then
     allowed = 1

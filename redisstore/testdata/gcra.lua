@@ -55,6 +55,11 @@ end
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
+    -- The range of driver.CheckTime, which redisstore applies to the
+    -- times it supplies: after 1970, before 2200.
+    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
+      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    end
     return tm[1] * 1000000 + tm[2]
   end
   return t + 0

@@ -55,6 +55,11 @@ end
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
+    -- The range of driver.CheckTime, which redisstore applies to the
+    -- times it supplies: after 1970, before 2200.
+    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
+      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    end
     return tm[1] * 1000000 + tm[2]
   end
   return t + 0
@@ -143,8 +148,12 @@ end
 --          the server's), capacity, rate and interval
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
--- Returns, per request, its four integers, or the error it met: one
--- request's error (a key of another type) fails only that request.
+-- Returns, per request, its four integers, or the message of the error
+-- it met (a key of another type, a write refused with OOM or READONLY) as
+-- a plain string: one request's error fails only that request. Never an
+-- error reply inside the array: a client may stop reading the array at
+-- one (go-redis does, at OOM, READONLY and other errors it knows), and
+-- read the rest of it as the replies of the next commands.
 local _, decide = next(algorithms)
 local slack = ARGV[1] + 0
 local server_now
@@ -163,9 +172,9 @@ for i = 1, #KEYS do
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then
-    out[i] = a
+    out[i] = tostring(a.err)
   else
-    out[i] = redis.error_reply(tostring(a))
+    out[i] = tostring(a)
   end
 end
 return out

@@ -55,6 +55,11 @@ end
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
+    -- The range of driver.CheckTime, which redisstore applies to the
+    -- times it supplies: after 1970, before 2200.
+    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
+      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    end
     return tm[1] * 1000000 + tm[2]
   end
   return t + 0
@@ -67,7 +72,15 @@ end
 function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
   local need = n
   if need == 0 then need = 1 end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  -- at is now, or the newest entry's time while the clock is behind it:
+  -- an entry stamped in the past would leave early.
+  local at = now
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
+  if newest then
+    newest = newest + 0
+    if newest > at then at = newest end
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', at - window)
   local count = redis.call('ZCARD', key)
   local allowed = 0
   if count + need <= limit then
@@ -77,11 +90,11 @@ function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, windo
       -- Entries leave by whole timestamps, so those of one timestamp are
       -- numbered 1..k without gaps and the next is k + 1: unique, by
       -- construction.
-      local base = redis.call('ZCOUNT', key, now, now)
+      local base = redis.call('ZCOUNT', key, at, at)
       local args = {}
       for i = 1, n do
-        args[#args + 1] = now
-        args[#args + 1] = string.format('%d:%d', now, base + i)
+        args[#args + 1] = at
+        args[#args + 1] = string.format('%d:%d', at, base + i)
         if #args == 1000 or i == n then
           redis.call('ZADD', key, unpack(args))
           args = {}
@@ -96,7 +109,8 @@ function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, windo
     retry_after = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2] + window - now
   end
   if count > 0 then
-    reset_after = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + window - now
+    if allowed == 1 and take then newest = at end
+    reset_after = newest + window - now
     if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
   end
   return allowed, (limit - count) * 1000000, retry_after, reset_after
@@ -111,8 +125,12 @@ end
 --          the server's), capacity, rate and interval
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
--- Returns, per request, its four integers, or the error it met: one
--- request's error (a key of another type) fails only that request.
+-- Returns, per request, its four integers, or the message of the error
+-- it met (a key of another type, a write refused with OOM or READONLY) as
+-- a plain string: one request's error fails only that request. Never an
+-- error reply inside the array: a client may stop reading the array at
+-- one (go-redis does, at OOM, READONLY and other errors it knows), and
+-- read the rest of it as the replies of the next commands.
 local _, decide = next(algorithms)
 local slack = ARGV[1] + 0
 local server_now
@@ -131,9 +149,9 @@ for i = 1, #KEYS do
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then
-    out[i] = a
+    out[i] = tostring(a.err)
   else
-    out[i] = redis.error_reply(tostring(a))
+    out[i] = tostring(a)
   end
 end
 return out

@@ -55,88 +55,29 @@ end
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
+    -- The range of driver.CheckTime, which redisstore applies to the
+    -- times it supplies: after 1970, before 2200.
+    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
+      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    end
     return tm[1] * 1000000 + tm[2]
   end
   return t + 0
 end
 
 -- Token bucket; the model is ratekeeper's tokenbucket.go.
--- key holds tokens (in millionths) and last, the time (µs) of the last
--- refill step. Parameters: capacity (millionths), refill rate (millionths
--- per interval), refill interval (µs).
---
--- When capacity, rate and tokens are whole tokens, the state is one
--- decimal integer, which Redis keeps inside the value's object header
--- rather than as a string: the digits of tokens/10^6 + 1 (never a leading
--- zero), then last mod W in exactly k digits, then the digit k - 10, with
--- W = 10^k µs and k = 17 - (digits of capacity/10^6 + 1). That is at most
--- 18 digits, within a signed 64-bit integer. It is written when k >= 11
--- (W of 27.8 hours or more) and the bucket fills in at most W/4; any other
--- state is the string "<tokens>:<last>". The value says which format it
--- is in and its k, so either decodes whatever the parameters are now.
---
--- Decoding takes last as the time congruent to last mod W in
--- [now - 3W/4, now + W/4), which is exact while last lies there. A key
--- outlives its last refill step by at most its writer's fill time (<= W/4)
--- plus the expiry's slack, on Redis's clock: with the server's clock,
--- now - last stays below W/4 + 2 ms. With a supplied clock, a reader about
--- W/2 - 1 s ahead of the writer's clock, or W/4 behind it (6.9 hours at
--- W's least), could misplace last by a multiple of W; so could a test's
--- clock that jumps ahead that far while Redis still holds the key. The
--- window leans to the past, where time moves. Decoding is exact: each
--- operand and result is an integer below 2^53 in magnitude, save W =
--- 10^16 and 3W/4, which are exact as doubles.
-
--- tb_decode returns tokens and last of a stored value, or nil for
--- anything malformed, which then counts as a fresh key.
-local function tb_decode(v, now)
-  if not v then return nil end
-  if not string.find(v, '^[1-9]%d+$') then return decode(v, 2) end
-  local len, i = #v, string.byte(v, -1) - 48 -- i = k - 10
-  local k = i + 10
-  if i < 1 or i > 6 or len < k + 2 or len > 18 then return nil end
-  local w = 1e10
-  for _ = 1, i do w = w * 10 end
-  local lo = string.sub(v, len - k, len - 1) + 0
-  local big = 9007199254740992
-  if lo >= big then return nil end -- only 16 digits can reach it
-  local d = lo - now % w
-  if d >= w / 4 then
-    d = d - w
-  elseif d < -3 * w / 4 then
-    d = d + w
-  end
-  local last = now + d
-  if last < 0 or last >= big then return nil end
-  return (string.sub(v, 1, len - k - 1) - 1) * 1000000, last
-end
-
--- tb_encode returns the value that stores tokens and last.
-local function tb_encode(tokens, last, capacity, rate, interval)
-  if capacity % 1000000 == 0 and rate % 1000000 == 0 and tokens % 1000000 == 0 then
-    -- i = k - 10 = 7 - (digits of capacity/10^6 + 1); W = 10^k.
-    local c, i, w, p = capacity / 1000000 + 1, 6, 1e16, 10
-    while c >= p and i > 0 do i, w, p = i - 1, w / 10, p * 10 end
-    if i > 0 and math.ceil(capacity / rate) * interval <= w / 4 then
-      -- One constant format of two integers below 10^9: the digits of
-      -- tokens/10^6 + 1 and the k - 8 leading digits of last mod W, then
-      -- its 8 last digits and i.
-      local lo = last % w
-      local head = (tokens / 1000000 + 1) * (w / 1e8) + math.floor(lo / 1e8)
-      return string.format('%d%09d', head, lo % 1e8 * 10 + i)
-    end
-  end
-  return string.format('%d:%d', tokens, last)
-end
+-- key holds "<tokens in millionths>:<last, the time (µs) of the last
+-- refill step>". Parameters: capacity (millionths), refill rate
+-- (millionths per interval), refill interval (µs).
 
 function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, interval)
   local need = n
   if need == 0 then need = 1 end
   local tokens, last = capacity, now
-  local t, l = tb_decode(redis.call('GET', key), now)
+  local t, l = decode(redis.call('GET', key), 2)
   if t then
     tokens, last = t, l
-    if now > last then
+    if now > last then -- no refill while the clock goes back
       local steps = math.floor((now - last) / interval)
       if steps >= math.ceil((capacity - tokens) / rate) then
         tokens = capacity
@@ -165,7 +106,7 @@ function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, inter
   end
   if allowed == 1 and take then
     -- Expire when full again: from then on a missing key decides the same.
-    redis.call('SET', key, tb_encode(tokens, last, capacity, rate, interval), 'PX', math.ceil(reset_after / 1000) + slack)
+    redis.call('SET', key, string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
   end
   return allowed, tokens, retry_after, reset_after
 end
@@ -179,8 +120,12 @@ end
 --          the server's), capacity, rate and interval
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
--- Returns, per request, its four integers, or the error it met: one
--- request's error (a key of another type) fails only that request.
+-- Returns, per request, its four integers, or the message of the error
+-- it met (a key of another type, a write refused with OOM or READONLY) as
+-- a plain string: one request's error fails only that request. Never an
+-- error reply inside the array: a client may stop reading the array at
+-- one (go-redis does, at OOM, READONLY and other errors it knows), and
+-- read the rest of it as the replies of the next commands.
 local _, decide = next(algorithms)
 local slack = ARGV[1] + 0
 local server_now
@@ -199,9 +144,9 @@ for i = 1, #KEYS do
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then
-    out[i] = a
+    out[i] = tostring(a.err)
   else
-    out[i] = redis.error_reply(tostring(a))
+    out[i] = tostring(a)
   end
 end
 return out

@@ -56,7 +56,7 @@ const ui = {
   algorithmHelp: $('algorithm-help'), configError: $('config-error'), configStatus: $('config-status'),
   burstForm: $('burst-form'), burstN: $('burst-n'), burst: $('burst'),
   steadyForm: $('steady-form'), steadyR: $('steady-r'), steadyS: $('steady-s'), steady: $('steady'),
-  scenarioResult: $('scenario-result'), reset: $('reset'),
+  scenarioResult: $('scenario-result'), reset: $('reset'), live: $('live'),
 };
 
 const state = {
@@ -67,6 +67,9 @@ const state = {
   marks: [],         // {t, label}: resets and policy changes
   allowed: 0,
   denied: 0,
+  failed: 0,         // requests the server could not decide
+  store: null,       // 'up', 'down' (the server answers, its store not) or 'offline'
+
   seq: 0,            // responses to POST /test shown so far
   steadyRun: null,   // the running steady scenario, to stop it
 };
@@ -92,6 +95,7 @@ function plural(n, word) {
 
 function showLevel(remaining, limit, retryMs, resetMs) {
   state.limit = limit;
+  ui.gauge.classList.remove('stale');
   const share = limit > 0 ? Math.max(0, Math.min(1, remaining / limit)) : 0;
   ui.fill.style.width = `${(share * 100).toFixed(2)}%`;
   ui.gauge.classList.toggle('empty', remaining < 1);
@@ -108,31 +112,62 @@ function showLevel(remaining, limit, retryMs, resetMs) {
   state.samples.push({ t: now(), remaining, limit });
 }
 
+// showBackend says where the limits live, or what is down: the store
+// (the server answers /state without a level) or the server itself (s is
+// null).
 function showBackend(s) {
   ui.backend.classList.remove('redis', 'memory', 'down');
-  if (s.backend === 'redis') {
-    ui.backend.textContent = `Redis at ${s.redis_addr}: limits shared across servers`;
-    ui.backend.classList.add('redis');
+  let store, text, cls;
+  if (!s) {
+    [store, text, cls] = ['offline', 'The demo server is not answering: is it running?', 'down'];
+  } else if (!s.store_ok) {
+    store = 'down';
+    cls = 'down';
+    text = s.backend === 'redis'
+      ? `Redis at ${s.redis_addr} is down: requests fail until it is back`
+      : 'The in-process store failed: requests fail';
+  } else if (s.backend === 'redis') {
+    [store, text, cls] = ['up', `Redis at ${s.redis_addr}: limits shared across servers`, 'redis'];
   } else {
-    ui.backend.textContent = 'in-process store: set REDIS_URL to share limits across servers';
-    ui.backend.classList.add('memory');
+    [store, text, cls] = ['up', 'in-process store: set REDIS_URL to share limits across servers', 'memory'];
   }
+  ui.backend.textContent = text;
+  ui.backend.classList.add(cls);
+  ui.live.classList.toggle('down', store !== 'up');
+  ui.live.textContent = { up: 'live', down: s && s.backend === 'redis' ? 'Redis down' : 'store down', offline: 'offline' }[store];
+  document.body.dataset.store = store;
+  if (store !== state.store && (state.store !== null || store !== 'up')) {
+    mark(store === 'up' ? 'back' : store === 'down' && s.backend === 'redis' ? 'Redis down' : store);
+  }
+  if (store !== 'up') {
+    // No level to show: grey the gauge, and break the line on the chart.
+    ui.gauge.classList.add('stale');
+    ui.level.textContent = '–';
+    ui.level.dataset.remaining = '';
+    ui.next.textContent = '–';
+    ui.full.textContent = '–';
+    state.samples.push({ t: now(), gap: true });
+  }
+  state.store = store;
 }
 
 async function poll() {
+  let resp, s;
   try {
-    const resp = await fetch('/state', { cache: 'no-store' });
-    const s = await resp.json();
-    if (!resp.ok) throw new Error(s.error || `HTTP ${resp.status}`);
-    showBackend(s);
-    showConfig(s.config, false);
-    showLevel(s.remaining, s.limit, s.retry_after_ms, s.reset_after_ms);
-    document.body.dataset.ready = 'true';
-  } catch (err) {
-    ui.backend.classList.remove('redis', 'memory');
-    ui.backend.classList.add('down');
-    ui.backend.textContent = `server unreachable: ${err.message}`;
+    resp = await fetch('/state', { cache: 'no-store' });
+    s = await resp.json();
+  } catch {
+    showBackend(null);
+    return;
   }
+  if (!s.config) { // not the demo's /state: a proxy's error page, say
+    showBackend(null);
+    return;
+  }
+  showBackend(s);
+  showConfig(s.config, false);
+  if (s.store_ok) showLevel(s.remaining, s.limit, s.retry_after_ms, s.reset_after_ms);
+  document.body.dataset.ready = 'true';
 }
 
 async function pollLoop() {
@@ -155,22 +190,30 @@ async function send() {
   try {
     resp = await fetch('/test', { method: 'POST' });
     body = await resp.json();
-  } catch (err) {
-    showResult({ error: `request failed: ${err.message}` });
+  } catch {
+    state.failed++;
+    showCounts();
+    showResult({ error: 'The demo server did not answer.' });
     return 'error';
   }
   showHeaders(resp);
   if (resp.status !== 200 && resp.status !== 429) {
+    state.failed++;
+    showCounts();
     showResult({ error: body.error || `HTTP ${resp.status}` });
     return 'error';
   }
   const t = now();
   state.requests.push({ t, allowed: body.allowed });
   if (body.allowed) state.allowed++; else state.denied++;
-  ui.counts.textContent = `${state.allowed} allowed · ${state.denied} denied`;
+  showCounts();
   showLevel(body.remaining, body.limit, body.retry_after_ms, body.reset_after_ms);
   showResult(body);
   return body.allowed ? 'allowed' : 'denied';
+}
+
+function showCounts() {
+  ui.counts.textContent = `${state.allowed} allowed · ${state.denied} denied${state.failed ? ` · ${state.failed} failed` : ''}`;
 }
 
 function showResult(r) {
@@ -232,22 +275,61 @@ function count(outcomes) {
   return `${allowed} allowed, ${denied} denied${errors ? `, ${plural(errors, 'error')}` : ''}`;
 }
 
+// The scenario inputs are checked here, as the policy form's are on the
+// server, with the error under the field.
+const SCENARIO_FIELDS = {
+  'burst-n': { label: 'Requests at once', min: 1, max: 200, whole: true },
+  'steady-r': { label: 'Requests per second', min: 0.1, max: 50 },
+  'steady-s': { label: 'Seconds', min: 1, max: 60 },
+};
+
+// scenarioValue returns the input's number, or null if it is invalid.
+function scenarioValue(input) {
+  const f = SCENARIO_FIELDS[input.id];
+  const raw = input.value.trim();
+  const x = raw === '' ? NaN : Number(raw);
+  if (!Number.isFinite(x) || x < f.min || x > f.max || (f.whole && !Number.isInteger(x))) return null;
+  return x;
+}
+
+// checkScenario shows each invalid input's error under it; it returns
+// whether all are valid.
+function checkScenario(...inputs) {
+  let ok = true;
+  for (const input of inputs) {
+    const f = SCENARIO_FIELDS[input.id];
+    const err = $(`${input.id}-error`);
+    if (scenarioValue(input) === null) {
+      const kind = f.whole ? 'a whole number' : 'a number';
+      err.textContent = `${f.label} must be ${kind} from ${f.min} to ${f.max}.`;
+      input.setAttribute('aria-invalid', 'true');
+      if (ok) input.focus();
+      ok = false;
+    } else {
+      err.textContent = '';
+      input.removeAttribute('aria-invalid');
+    }
+  }
+  return ok;
+}
+
 function burstLabel() {
-  ui.burst.textContent = `Burst ${ui.burstN.value || 'N'} at once`;
+  const n = scenarioValue(ui.burstN);
+  ui.burst.textContent = n === null ? 'Burst' : `Burst ${n} at once`;
 }
 
 function steadyLabel() {
   if (state.steadyRun) return;
-  ui.steady.textContent = `Steady ${ui.steadyR.value || 'R'}/s for ${ui.steadyS.value || 'S'} s`;
+  const r = scenarioValue(ui.steadyR);
+  const secs = scenarioValue(ui.steadyS);
+  ui.steady.textContent = r === null || secs === null ? 'Steady' : `Steady ${r}/s for ${secs} s`;
 }
 
 async function burst(event) {
   event.preventDefault();
-  const n = Math.round(Number(ui.burstN.value));
-  if (!(n >= 1 && n <= 200)) {
-    ui.scenarioResult.textContent = 'Choose between 1 and 200 requests.';
-    return;
-  }
+  ui.scenarioResult.textContent = '';
+  if (!checkScenario(ui.burstN)) return;
+  const n = scenarioValue(ui.burstN);
   ui.burst.disabled = true;
   ui.scenarioResult.textContent = `Burst of ${n}: sending…`;
   const outcomes = await Promise.all(Array.from({ length: n }, send));
@@ -261,12 +343,10 @@ async function steady(event) {
     state.steadyRun.stopped = true;
     return;
   }
-  const rate = Number(ui.steadyR.value);
-  const secs = Number(ui.steadyS.value);
-  if (!(rate > 0 && rate <= 50 && secs > 0 && secs <= 60)) {
-    ui.scenarioResult.textContent = 'Choose up to 50 requests per second, for up to 60 seconds.';
-    return;
-  }
+  ui.scenarioResult.textContent = '';
+  if (!checkScenario(ui.steadyR, ui.steadyS)) return;
+  const rate = scenarioValue(ui.steadyR);
+  const secs = scenarioValue(ui.steadyS);
   const total = Math.max(1, Math.round(rate * secs));
   const run = { stopped: false };
   state.steadyRun = run;
@@ -357,22 +437,25 @@ async function applyConfig(event) {
   try {
     resp = await fetch('/config', { method: 'POST', body });
     reply = await resp.json();
-  } catch (err) {
+  } catch {
     ui.configStatus.textContent = '';
-    ui.configError.textContent = `The server did not answer: ${err.message}`;
+    ui.configError.textContent = 'The demo server did not answer.';
     return;
   }
   if (!reply.success) {
     ui.configStatus.textContent = '';
-    ui.configError.textContent = reply.error || `HTTP ${resp.status}`;
-    const input = reply.field === 'algorithm'
+    const msg = reply.error || `HTTP ${resp.status}`;
+    const input = !reply.field ? null : reply.field === 'algorithm'
       ? ui.algorithm
       : fieldset(ui.algorithm.value).querySelector(`[name="${reply.field}"]`);
-    if (input) {
+    const err = input && (input.id === 'algorithm' ? $('algorithm-error') : $(`${input.id}-error`));
+    // Once: under its field when it has one, else below the form.
+    if (err) {
       input.setAttribute('aria-invalid', 'true');
-      const err = input.id === 'algorithm' ? $('algorithm-error') : $(`${input.id}-error`);
-      if (err) err.textContent = reply.error;
+      err.textContent = msg;
       input.focus();
+    } else {
+      ui.configError.textContent = msg;
     }
     return;
   }
@@ -403,10 +486,11 @@ function drawTimeline() {
   const left = 62;
   const right = w - 12;
   const x = (t) => left + ((t - t0) / WINDOW_MS) * (right - left);
-  const top = 10;
-  const levelBottom = 140;
-  const allowedY = 168;
-  const deniedY = 196;
+  const labelRows = [12, 28]; // the marks' labels, above the level
+  const top = 42;
+  const levelBottom = 158;
+  const allowedY = 184;
+  const deniedY = 212;
   const limit = Math.max(1, state.limit);
   const y = (v) => levelBottom - (Math.max(0, Math.min(limit, v)) / limit) * (levelBottom - top);
 
@@ -431,7 +515,8 @@ function drawTimeline() {
     g.fillText(String(Math.round(v * 10) / 10), left - 6, y(v));
   }
   g.textAlign = 'center';
-  for (let s = 0; s <= WINDOW_MS / 1000; s += 5) {
+  const step = right - left < 400 ? 10 : 5; // seconds between time labels
+  for (let s = 0; s <= WINDOW_MS / 1000; s += step) {
     const tx = x(t1 - s * 1000);
     g.fillText(s === 0 ? 'now' : `−${s} s`, tx, h - 10);
   }
@@ -441,73 +526,165 @@ function drawTimeline() {
   g.fillStyle = '#b3261e';
   g.fillText('denied', left - 4, deniedY);
 
-  // The level, as a step line: it holds between samples.
-  if (state.samples.length) {
+  drawLevel(g, x, y, left, right, levelBottom, limit);
+  drawRequests(g, x, left, right, allowedY, deniedY);
+  drawMarks(g, x, w, labelRows, deniedY + 10);
+
+  requestAnimationFrame(drawTimeline);
+}
+
+// drawLevel draws the level as a step line, which holds between samples,
+// in runs broken where the store was down.
+function drawLevel(g, x, y, left, right, levelBottom, limit) {
+  const runs = [];
+  let run = null;
+  for (const s of state.samples) {
+    if (s.gap) {
+      if (run) run.end = s.t;
+      run = null;
+      continue;
+    }
+    if (!run) {
+      run = { points: [], end: null };
+      runs.push(run);
+    }
+    run.points.push(s);
+  }
+  for (const r of runs) {
+    const xs = (t) => Math.max(left, Math.min(right, x(t)));
+    const endX = r.end === null ? right : xs(r.end);
     g.beginPath();
-    let first = true;
     let prevY = 0;
-    for (const s of state.samples) {
-      const sx = Math.max(left, x(s.t));
+    r.points.forEach((s, i) => {
       const sy = y((s.remaining / Math.max(1, s.limit)) * limit);
-      if (first) {
-        g.moveTo(sx, sy);
-        first = false;
+      if (i === 0) {
+        g.moveTo(xs(s.t), sy);
       } else {
-        g.lineTo(sx, prevY);
-        g.lineTo(sx, sy);
+        g.lineTo(xs(s.t), prevY);
+        g.lineTo(xs(s.t), sy);
       }
       prevY = sy;
-    }
-    g.lineTo(right, prevY);
+    });
+    g.lineTo(endX, prevY);
     g.strokeStyle = '#2f81f7';
     g.lineWidth = 2;
     g.stroke();
-    g.lineTo(right, levelBottom);
-    g.lineTo(Math.max(left, x(state.samples[0].t)), levelBottom);
+    g.lineTo(endX, levelBottom);
+    g.lineTo(xs(r.points[0].t), levelBottom);
     g.closePath();
     g.fillStyle = 'rgba(47, 129, 247, 0.15)';
     g.fill();
   }
+}
 
-  // Requests: a bar per allowed one, a cross per denied one.
-  g.lineWidth = 2;
-  for (const r of state.requests) {
-    const rx = x(r.t);
-    if (r.allowed) {
-      g.strokeStyle = '#1a7f37';
+// drawRequests draws one tick per allowed request and one cross per denied
+// one. Requests too close in time to tell apart, such as a burst's, are
+// spread side by side, newest at their time, with their number beside
+// them; groups are laid out from the newest back, so none overlaps.
+function drawRequests(g, x, left, right, allowedY, deniedY) {
+  const lanes = [
+    { allowed: true, y: allowedY, pitch: 4, color: '#1a7f37' },
+    { allowed: false, y: deniedY, pitch: 8, color: '#b3261e' },
+  ];
+  g.font = '11px system-ui, sans-serif';
+  g.textAlign = 'right';
+  const shown = { allowed: 0, denied: 0, groups: [] };
+  for (const lane of lanes) {
+    const xs = state.requests.filter((r) => r.allowed === lane.allowed).map((r) => x(r.t));
+    // Groups of requests within 6 px of the next one.
+    const groups = [];
+    for (const rx of xs) {
+      const last = groups[groups.length - 1];
+      if (last && rx - last.end < 6) {
+        last.end = rx;
+        last.n++;
+      } else {
+        groups.push({ end: rx, n: 1 });
+      }
+    }
+    g.strokeStyle = lane.color;
+    g.fillStyle = lane.color;
+    g.lineWidth = 2;
+    let limitX = right + lane.pitch;
+    for (let i = groups.length - 1; i >= 0; i--) {
+      const grp = groups[i];
+      const end = Math.min(grp.end, limitX - lane.pitch);
       g.beginPath();
-      g.moveTo(rx, allowedY - 9);
-      g.lineTo(rx, allowedY + 9);
+      for (let k = 0; k < grp.n; k++) {
+        const rx = end - k * lane.pitch;
+        if (lane.allowed) {
+          g.moveTo(rx, lane.y - 9);
+          g.lineTo(rx, lane.y + 9);
+        } else {
+          g.moveTo(rx - 3, lane.y - 5);
+          g.lineTo(rx + 3, lane.y + 5);
+          g.moveTo(rx + 3, lane.y - 5);
+          g.lineTo(rx - 3, lane.y + 5);
+        }
+      }
       g.stroke();
-    } else {
-      g.strokeStyle = '#b3261e';
-      g.beginPath();
-      g.moveTo(rx - 5, deniedY - 5);
-      g.lineTo(rx + 5, deniedY + 5);
-      g.moveTo(rx + 5, deniedY - 5);
-      g.lineTo(rx - 5, deniedY + 5);
-      g.stroke();
+      shown[lane.allowed ? 'allowed' : 'denied'] += grp.n;
+      if (grp.n > 1) shown.groups.push(grp.n);
+      let start = end - (grp.n - 1) * lane.pitch - (lane.allowed ? 1 : 3);
+      if (grp.n > 1) {
+        const label = String(grp.n);
+        g.fillText(label, start - 3, lane.y);
+        start -= 3 + g.measureText(label).width;
+      }
+      limitX = start - 4;
+      if (limitX < left) break;
     }
   }
+  g.font = '12px system-ui, sans-serif';
+  // For the browser test: what a visitor can count.
+  ui.canvas.dataset.requests = JSON.stringify(shown);
+}
 
-  // Resets and policy changes.
+// drawMarks draws resets, policy changes and outages as dashed lines, with
+// their labels in rows above the level: each label takes the first row
+// where it overlaps no other, and joins the last label of the last row
+// when none is free, so that labels never print over one another.
+function drawMarks(g, x, w, rows, bottom) {
   g.setLineDash([4, 4]);
   g.lineWidth = 1;
   g.strokeStyle = '#57606a';
   g.fillStyle = '#57606a';
   g.textAlign = 'left';
+  const placed = rows.map(() => []); // per row: {x0, x1, text, anchor}
   for (const m of state.marks) {
     const mx = Math.round(x(m.t)) + 0.5;
     g.beginPath();
-    g.moveTo(mx, top);
-    g.lineTo(mx, deniedY + 10);
+    g.moveTo(mx, rows[rows.length - 1] + 8);
+    g.lineTo(mx, bottom);
     g.stroke();
-    // Between the level and the request lanes, where nothing else is drawn.
-    g.fillText(m.label, mx + 4, (levelBottom + allowedY) / 2 - 2);
+    const width = g.measureText(m.label).width;
+    // Right of the line, or left of it near the right edge.
+    const x0 = mx + 4 + width <= w ? mx + 4 : mx - 4 - width;
+    let row = placed.findIndex((labels) => !labels.length || labels[labels.length - 1].x1 + 6 <= x0);
+    if (row === -1) {
+      const lastRow = placed[placed.length - 1];
+      const last = lastRow[lastRow.length - 1];
+      last.text += ` + ${m.label}`;
+      last.x1 = last.x0 + g.measureText(last.text).width;
+      continue;
+    }
+    placed[row].push({ x0, x1: x0 + width, text: m.label });
   }
   g.setLineDash([]);
-
-  requestAnimationFrame(drawTimeline);
+  const drawn = [];
+  placed.forEach((labels, i) => {
+    let prevEnd = -Infinity;
+    for (const l of labels) {
+      // A label that joins pushed past the right edge moves left into
+      // view, as far as the label before it allows.
+      const shift = Math.max(0, Math.min(l.x1 - (w - 2), l.x0 - (prevEnd + 6)));
+      g.fillText(l.text, l.x0 - shift, rows[i]);
+      prevEnd = l.x1 - shift;
+      drawn.push({ row: i, x0: l.x0 - shift, x1: prevEnd, text: l.text });
+    }
+  });
+  // For the browser test: the labels' boxes as drawn.
+  ui.canvas.dataset.labels = JSON.stringify(drawn);
 }
 
 // Wiring.
