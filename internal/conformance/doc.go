@@ -5,7 +5,7 @@
 //
 //   - scripted scenarios give exact Results (Remaining, RetryAfter and
 //     ResetAfter to the microsecond) on every store;
-//   - the Lua script, memstore and the Go model (Spec.Step) return
+//   - the Lua script, memstore and the Go model (driver.ValidSpec.Step) return
 //     identical Results over long random sequences of costs and time
 //     steps under a controlled clock;
 //   - forgetting a key once its ResetAfter has passed, as expiry does,

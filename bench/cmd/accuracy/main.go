@@ -1,9 +1,9 @@
 // Command accuracy replays one synthetic trace through the Go model of every
-// ratekeeper algorithm (Spec.Step, which the conformance suite holds
-// identical to the Lua scripts, so no Redis is needed) and compares each
-// decision with the exact sliding-window ideal: a request is ideally
-// admitted if and only if fewer than Limit requests admitted by the ideal
-// lie in the preceding Window, (t−Window, t].
+// ratekeeper algorithm (driver.ValidSpec.StepOne, which the conformance
+// suite holds identical to the Lua scripts, so no Redis is needed) and
+// compares each decision with the exact sliding-window ideal: a request is
+// ideally admitted if and only if fewer than Limit requests admitted by
+// the ideal lie in the preceding Window, (t−Window, t].
 //
 // Every policy grants 100 requests per minute. The trace has -keys keys of
 // each of the client classes listed in classes: key k (from 0) is of class
