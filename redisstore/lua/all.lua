@@ -9,7 +9,8 @@
 -- Returns the four integers of every policy, in order.
 
 local n = ARGV[1] + 0
-local now = clock(ARGV[2])
+local now, err = clock(ARGV[2])
+if not now then return err end
 local slack = ARGV[3] + 0
 
 local function decide(take)

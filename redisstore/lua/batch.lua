@@ -21,7 +21,11 @@ for i = 1, #KEYS do
   local at = 2 + (i - 1) * 5
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
-    if not server_now then server_now = clock('') end
+    if not server_now then
+      local err
+      server_now, err = clock('')
+      if not server_now then return err end
+    end
     now = server_now
   else
     now = now + 0

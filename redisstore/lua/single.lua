@@ -7,5 +7,7 @@
 -- Returns its four integers.
 local _, decide = next(algorithms)
 local n = ARGV[1] + 0
-return {decide(KEYS[1], n > 0, n, clock(ARGV[2]), ARGV[3] + 0,
+local now, err = clock(ARGV[2])
+if not now then return err end
+return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0)}

@@ -52,15 +52,17 @@ local function decode(v, k)
 end
 
 -- clock reads ARGV's time: microseconds, or "" for the server's clock.
+-- It returns nil and an error reply for a server clock outside the range
+-- of driver.CheckTime, which redisstore applies to the times it supplies:
+-- after 1970, before 2200.
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
-    -- The range of driver.CheckTime, which redisstore applies to the
-    -- times it supplies: after 1970, before 2200.
-    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
-      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    local now = tm[1] * 1000000 + tm[2]
+    if now >= 7258118400000000 then
+      return nil, redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200')
     end
-    return tm[1] * 1000000 + tm[2]
+    return now
   end
   return t + 0
 end
@@ -113,7 +115,11 @@ for i = 1, #KEYS do
   local at = 2 + (i - 1) * 5
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
-    if not server_now then server_now = clock('') end
+    if not server_now then
+      local err
+      server_now, err = clock('')
+      if not server_now then return err end
+    end
     now = server_now
   else
     now = now + 0

@@ -52,15 +52,17 @@ local function decode(v, k)
 end
 
 -- clock reads ARGV's time: microseconds, or "" for the server's clock.
+-- It returns nil and an error reply for a server clock outside the range
+-- of driver.CheckTime, which redisstore applies to the times it supplies:
+-- after 1970, before 2200.
 local function clock(t)
   if t == '' then
     local tm = redis.call('TIME')
-    -- The range of driver.CheckTime, which redisstore applies to the
-    -- times it supplies: after 1970, before 2200.
-    if tm[1] * 1000000 + tm[2] >= 7258118400000000 then
-      error(redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200'))
+    local now = tm[1] * 1000000 + tm[2]
+    if now >= 7258118400000000 then
+      return nil, redis.error_reply('ratekeeper: the server clock reads ' .. tm[1] .. ' s, past 2200')
     end
-    return tm[1] * 1000000 + tm[2]
+    return now
   end
   return t + 0
 end
@@ -125,6 +127,8 @@ end
 -- Returns its four integers.
 local _, decide = next(algorithms)
 local n = ARGV[1] + 0
-return {decide(KEYS[1], n > 0, n, clock(ARGV[2]), ARGV[3] + 0,
+local now, err = clock(ARGV[2])
+if not now then return err end
+return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0)}
 
