@@ -27,8 +27,8 @@ lint:
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
 # store), drives the page with /usr/bin/chromium (Debian's chromium, which
 # scripts/need-chromium.sh installs when missing and root) and saves
-# docs/demo.png. RATEKEEPER_E2E=1 makes a
-# missing browser a failure instead of a skip.
+# docs/demo.png. RATEKEEPER_E2E=1 makes a missing browser a failure
+# instead of a skip.
 e2e:
 	./scripts/need-chromium.sh
 	cd e2e && RATEKEEPER_E2E=1 go test -race -count=1 ./...
