@@ -26,9 +26,9 @@ lint:
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
 # store), drives the page with /usr/bin/chromium (Debian's chromium, which
-# scripts/need-chromium.sh installs when missing and root) and saves
-# docs/demo.png. RATEKEEPER_E2E=1 makes a missing browser a failure
-# instead of a skip.
+# scripts/need-chromium.sh installs when missing and root), saving its
+# screenshots in a temporary directory (see make screenshot).
+# RATEKEEPER_E2E=1 makes a missing browser a failure instead of a skip.
 e2e:
 	./scripts/need-chromium.sh
 	cd e2e && RATEKEEPER_E2E=1 go test -race -count=1 ./...
