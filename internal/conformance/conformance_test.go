@@ -221,6 +221,8 @@ var policies = []policyCase{
 	// meet its end.
 	{"fw5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond}, 1500 * time.Millisecond},
 	{"swl5per1s", ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second}, 200 * time.Millisecond},
+	// Up to 300 entries of mixed costs, where a RetryAfter searches them.
+	{"swl300per1s", ratekeeper.SlidingWindowLog{Limit: 300, Window: time.Second}, 3 * time.Millisecond},
 	// Windows aligned to the epoch: 1.9·10^15µs is 200,000µs past a
 	// multiple of 700,000µs, on the quantum's grid. Offsets weigh the
 	// previous window's count by fractions of 700,000.
