@@ -53,6 +53,8 @@ func (s *Spec) stepSlidingWindowLog(st *State, now, n int64, take bool) outcome 
 	if st.live && st.log != nil {
 		log = *st.log
 	}
+	// The script drops at most 1,000 entries a call, and the rest count
+	// for nothing until it does: the decision is the same.
 	gone := 0
 	for gone < len(log) && log[gone].at <= now-window {
 		gone++

@@ -211,3 +211,31 @@ func TestRedisSlidingWindowLogOldFormat(t *testing.T) {
 		t.Fatalf("entries %q (%v), want [0+2]", members, err)
 	}
 }
+
+// TestRedisSlidingWindowLogDropBound lets 2,500 entries leave the window at
+// once: each call drops at most 1,000 of them, so that no call does much
+// more work than another, and decides exactly meanwhile.
+func TestRedisSlidingWindowLogDropBound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	policy := ratekeeper.SlidingWindowLog{Limit: ratekeeper.MaxLogLimit, Window: time.Minute}
+	f := newRedisKeyFixture(t, policy)
+	const entries = 2500
+	for range entries {
+		f.clock.Advance(us)
+		if res, err := f.lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("Allow: %+v, %v", res, err)
+		}
+	}
+	f.clock.Advance(time.Minute)
+	// Three calls in one microsecond share one entry.
+	for i, want := range []int64{entries - 1000 + 1, entries - 2000 + 1, 1} {
+		res, err := f.lim.Allow(ctx, "k")
+		if left := policy.Limit - int64(i) - 1; err != nil || !res.Allowed || res.Remaining != float64(left) || res.ResetAfter != time.Minute {
+			t.Fatalf("call %d after the window: %+v, %v; want allowed, %d remaining, ResetAfter 1m", i, res, err, left)
+		}
+		if n, err := f.client.ZCard(ctx, f.key).Result(); err != nil || n != want {
+			t.Fatalf("call %d after the window: %d entries (%v), want %d", i, n, err, want)
+		}
+	}
+}

@@ -4,10 +4,12 @@
 -- with member "<start>+<cost>": start is the cost admitted before it,
 -- modulo span, so the cost in the window is read from the oldest entry
 -- and the newest. Every entry costs at least 1, so a key holds at most
--- limit entries.
+-- limit entries: a call adds an entry only when none is out of the window,
+-- and drops at least one otherwise.
 -- Parameters: limit, window (µs).
 
 local span = 1000000000000000 -- 10^15
+local log_drop = 1000 -- the most entries one call drops
 
 -- log_entry reads the entry of rank i: its time, start and cost; nil if
 -- there is none, false if it is of another format.
@@ -26,14 +28,20 @@ local function log_up_to(first_start, start, cost)
 end
 
 local function sliding_window_log(key, take, limit, window)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  local first_at, first_start = log_entry(key, 0)
+  -- Drop the entries out of the window, at most log_drop of them, so that
+  -- no call does much more work than another: any left over lie before
+  -- rank first, count for nothing, and go in the calls that follow.
+  local first = redis.call('ZCOUNT', key, '-inf', now - window)
+  local dropped = math.min(first, log_drop)
+  if dropped > 0 then redis.call('ZREMRANGEBYRANK', key, 0, dropped - 1) end
+  first = first - dropped
+  local first_at, first_start = log_entry(key, first)
   local last_at, last_start, last_cost
   if first_at then last_at, last_start, last_cost = log_entry(key, -1) end
   if first_at == false or last_at == false then
     -- Written in another format: start the log over.
     redis.call('DEL', key)
-    first_at, last_at = nil, nil
+    first, first_at, last_at = 0, nil, nil
   end
   local used = 0 -- the cost in the window
   if first_at then used = log_up_to(first_start, last_start, last_cost) end
@@ -61,13 +69,13 @@ local function sliding_window_log(key, take, limit, window)
     -- excess-th, as every entry costs at least 1: a binary search over
     -- ranks finds it in at most log2(excess) + 1 reads.
     local excess = used + need - limit
-    local lo, hi, at = 0, excess - 1, nil
+    local lo, hi, at = first, first + excess - 1, nil
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
       local t, s, c = log_entry(key, mid)
       if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
     end
-    if lo == 0 then at = first_at elseif not at then at = log_entry(key, lo) end
+    if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
     retry_after = at + window - now
   end
   if last_at then
