@@ -97,8 +97,8 @@ func (s Spec) Validate() error {
 type State struct {
 	live  bool
 	v     [3]int64
-	log   *[]int64 // a sliding window log's request times, oldest first
-	parts []State  // an All's, one per part
+	log   *[]logEntry // a sliding window log's entries, oldest first
+	parts []State     // an All's, one per part
 }
 
 // Step is the Spec's model: it decides a request of cost n at time now (in

@@ -54,7 +54,7 @@ var algorithms = map[string]*algorithm{
 	ratekeeper.AlgorithmFixedWindow:          newAlgorithm(3, 2, ":fw", "fixed_window"),
 	ratekeeper.AlgorithmSlidingWindowLog:     newAlgorithm(4, 2, ":swl", "sliding_window_log"),
 	ratekeeper.AlgorithmSlidingWindowCounter: newAlgorithm(5, 2, ":swc", "sliding_window_counter", "muldiv"),
-	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(6, 2, ":lb", "leaky_bucket"),
+	ratekeeper.AlgorithmLeakyBucket:          newAlgorithm(6, 3, ":lb", "leaky_bucket"),
 }
 
 // allScript decides for the policies of an All at once. It holds every
