@@ -54,7 +54,8 @@ func (s *Store) evict(now int64) {
 	sample := s.entries
 	if n := len(s.entries); n > evictionSample {
 		var picked [evictionSample]int
-		sample = make([]*entry, 0, evictionSample)
+		var buf [evictionSample]*entry
+		sample = buf[:0]
 		for len(sample) < evictionSample {
 			if j := rand.IntN(n); !slices.Contains(picked[:len(sample)], j) {
 				picked[len(sample)] = j
