@@ -18,6 +18,10 @@ type entry struct {
 	first slot    // the zero slot once dead; guarded by mu
 	more  *[]slot // the other slots, if any; guarded by mu
 	index int     // in Store.entries; guarded by Store.mu
+	// soonest is a lower bound of expires(), guarded by Store.mu, so that
+	// eviction and the sweep need not take every key's lock: decisions,
+	// which take no store lock, only ever postpone a key's expiry.
+	soonest int64
 }
 
 // slot is a key's state under one policy.
@@ -110,6 +114,13 @@ func (e *entry) expires() int64 {
 		}
 	}
 	return latest
+}
+
+// exactExpires makes e.soonest exact, and returns it. Store.mu and e.mu
+// are held.
+func (e *entry) exactExpires() int64 {
+	e.soonest = e.expires()
+	return e.soonest
 }
 
 // decideAll runs an All's model on e's slots of its parts. e.mu is held.

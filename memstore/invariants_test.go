@@ -13,7 +13,8 @@ import (
 )
 
 // checkInvariants fails t unless Store.entries and Store.keys agree:
-// each held entry is live, knows its index, holds a key no other entry
+// each held entry is live, expires no sooner than its lower bound, knows
+// its index, holds a key no other entry
 // holds, and is the one its key maps to; the map holds no other entry.
 func (s *Store) checkInvariants(t *testing.T) {
 	t.Helper()
@@ -22,11 +23,13 @@ func (s *Store) checkInvariants(t *testing.T) {
 	keys := make(map[string]bool, len(s.entries))
 	for i, e := range s.entries {
 		e.mu.Lock()
-		dead := e.dead()
+		dead, expires := e.dead(), e.expires()
 		e.mu.Unlock()
 		switch {
 		case dead:
 			t.Errorf("entry %d, key %q, is dead", i, e.key)
+		case e.soonest > expires:
+			t.Errorf("key %q: expiry %d is below its lower bound %d", e.key, expires, e.soonest)
 		case e.index != i:
 			t.Errorf("entry %d, key %q, has index %d", i, e.key, e.index)
 		case keys[e.key]:

@@ -31,6 +31,7 @@ func (s *Store) insert(e *entry) bool {
 		s.evict(s.micros())
 	}
 	e.index = len(s.entries)
+	e.soonest = e.expires() // e is not shared yet
 	s.entries = append(s.entries, e)
 	s.keys.Store(e.key, e) // e is complete: deciders may use it at once
 	return true
@@ -63,23 +64,33 @@ func (s *Store) evict(now int64) {
 			}
 		}
 	}
-	var victim *entry
-	var soonest int64
-	for _, e := range sample {
-		// Holding an entry's lock under s.mu cannot deadlock: decisions
-		// never take s.mu while they hold one.
-		e.mu.Lock()
-		x := e.expires()
-		e.mu.Unlock()
-		if victim == nil || x < soonest {
-			victim, soonest = e, x
-		}
-		if x <= now {
-			break // expired: no need to look further
+	victim := sample[0] // the soonest lower bound
+	for _, e := range sample[1:] {
+		if e.soonest < victim.soonest {
+			victim = e
 		}
 	}
 	victim.mu.Lock()
-	if victim.expires() > now { // a decision may have renewed it since
+	expires := victim.exactExpires()
+	// Only a key whose lower bound comes before that can be sooner: few
+	// need their lock taken. Holding two entry locks cannot deadlock:
+	// evictions take turns under s.mu, and decisions hold only one.
+	for _, e := range sample {
+		if expires <= now {
+			break // expired: no need to look further
+		}
+		if e == victim || e.soonest >= expires {
+			continue
+		}
+		e.mu.Lock()
+		if x := e.exactExpires(); x < expires {
+			victim.mu.Unlock()
+			victim, expires = e, x
+			continue
+		}
+		e.mu.Unlock()
+	}
+	if expires > now {
 		s.evictions.Add(1)
 	}
 	s.remove(victim)
@@ -116,8 +127,11 @@ func (s *Store) Sweep() {
 		for end := max(i-sweepChunk, 0); i > end; {
 			i--
 			e := s.entries[i]
+			if now < e.soonest {
+				continue
+			}
 			e.mu.Lock()
-			if now >= e.expires() {
+			if now >= e.exactExpires() {
 				s.remove(e)
 			}
 			e.mu.Unlock()

@@ -273,5 +273,6 @@ func (s *Store) Reset(_ context.Context, key string, spec ratekeeper.Spec) error
 			return nil
 		}
 	}
+	e.exactExpires() // maybe sooner than before
 	return nil
 }
