@@ -1,17 +1,20 @@
 # make test: vet, staticcheck and the race-enabled tests against a
 # throwaway redis-server (installed with apt-get when missing and root),
-# then the demo's page in headless Chromium.
+# then the demo's page in headless Chromium (likewise installed), and a vet
+# with the oldest Go release go.mod allows.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint e2e demo fuzz bench soak
+.PHONY: test check lint e2e demo fuzz bench soak min-go
 
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
 
 check: lint
-	go test -race -count=1 ./...
+	go test -race -count=1 -timeout 20m ./...
 	cd metrics && go test -race -count=1 ./...
+	cd bench && go test -count=1 ./...
 	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory min-go
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -23,15 +26,23 @@ lint:
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
 # store), drives the page with /usr/bin/chromium (Debian's chromium, which
-# .ci/run installs) and saves docs/demo.png. RATEKEEPER_E2E=1 makes a
-# missing browser a failure instead of a skip.
+# scripts/need-chromium.sh installs when missing and root), saving its
+# screenshots in a temporary directory (see make screenshot).
+# RATEKEEPER_E2E=1 makes a missing browser a failure instead of a skip.
 e2e:
+	./scripts/need-chromium.sh
 	cd e2e && RATEKEEPER_E2E=1 go test -race -count=1 ./...
 
 # The demo on http://localhost:8080: Redis from REDIS_URL, else
-# localhost:6379, else limits kept in process.
+# localhost:6379, else limits kept in process. Its flags go in ARGS, as in
+# make demo ARGS='-addr :9090'.
 demo:
-	go run ./cmd/ratekeeper-demo
+	go run ./cmd/ratekeeper-demo $(ARGS)
+
+# The root module vetted with the Go release its go.mod names as the
+# minimum, when the module proxy serves that toolchain (skipped otherwise).
+min-go:
+	./scripts/check-min-go.sh
 
 # Fuzz the models' arithmetic for a while (not part of make test).
 fuzz:

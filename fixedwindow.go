@@ -49,7 +49,7 @@ func windowSpec(algorithm, policy string, maxLimit, limit int64, window time.Dur
 
 // checkWindow checks the Spec of a window policy and returns its Window.
 func checkWindow(s *driver.Spec) (int64, error) {
-	if s.Params.Capacity != s.Limit || s.Params.Rate != 0 {
+	if s.Params.Capacity != s.Limit || s.Params.Rate != 0 || s.Params.Cost != 0 {
 		return 0, policyError(s.Algorithm, "", "limit parameter %d differs from its Limit %d", s.Params.Capacity, s.Limit)
 	}
 	return s.Params.Interval, nil
@@ -75,5 +75,5 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcom
 	if count > 0 {
 		resetAfter = start + window - now
 	}
-	return outcome{allowed, (limit - count) * unit, retryAfter, resetAfter}
+	return outcome{Allowed: allowed, Remaining: (limit - count) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }

@@ -57,7 +57,7 @@ func (p GCRA) Spec() (driver.Spec, error) {
 // a full burst.
 func checkGCRA(s *driver.Spec) (int64, error) {
 	interval, burst := s.Params.Interval, s.Params.Capacity
-	if burst != s.Limit || s.Params.Rate != 0 {
+	if burst != s.Limit || s.Params.Rate != 0 || s.Params.Cost != 0 {
 		return 0, policyError(s.Algorithm, "", "burst %d does not match its limit %d", burst, s.Limit)
 	}
 	if interval <= 0 || interval > maxPeriodMicros/max(burst, 1) {
@@ -88,5 +88,5 @@ func stepGCRA(p driver.Params, st *state, now, n int64, take bool) outcome {
 		retryAfter = next - tolerance - now
 	}
 	remaining := max(tolerance-(tat-now), 0) / interval
-	return outcome{allowed, remaining * unit, retryAfter, tat - now}
+	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: tat - now}
 }

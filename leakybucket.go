@@ -2,6 +2,7 @@ package ratekeeper
 
 import (
 	"math"
+	"math/big"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/driver"
@@ -19,25 +20,38 @@ type LeakyBucket struct {
 	// Capacity is the most the bucket holds: the largest burst, and the
 	// largest cost. 1 to MaxLeakyCapacity.
 	Capacity int64
-	// LeakRate is the number of requests drained per second, in
-	// thousandths: 0.001 to MaxLimit.
+	// LeakRate is the number of requests drained per second, any positive
+	// number up to MaxLimit for which a full bucket drains within
+	// MaxPeriod: down to one request per MaxPeriod for a Capacity of 1.
+	// The drain time of one request, 1/LeakRate seconds, is kept to a
+	// small fraction of a microsecond (at worst, for the slowest rates,
+	// less than one), rounded up, so the limit is never looser than
+	// LeakRate.
 	LeakRate float64
 }
 
-// lbUnit is the scale of the leaky bucket's level: billionths of a
-// request, so that each microsecond drains a whole number of them
-// (LeakRate per second is LeakRate·1000 billionths per microsecond) and
-// no fraction is ever lost.
-const lbUnit = 1_000_000_000
+// The leaky bucket's Params: time is counted in ticks of 1/Rate µs, and
+// one request pours Cost ticks of drain time, its drain time
+// 10^6/LeakRate µs rounded up to a whole tick: every value stays an
+// integer and no fraction is ever lost. Capacity is Limit·Cost ticks.
 
 func init() {
 	driver.Register(driver.AlgorithmLeakyBucket, driver.Algorithm{
 		Check: checkLeakyBucket, Step: stepLeakyBucket, Short: "lb"})
 }
 
+// Bounds of the leaky bucket's parameters: a full bucket is at most
+// lbMaxLevel ticks, so every level plus a cost stays below 2^50 and the
+// scripts' long division below 2^53; rate is at most lbMaxRate, so that
+// ticks of rate·unit stay below 2^53 too.
+const (
+	lbMaxLevel = 1 << 49
+	lbMaxRate  = 1 << 30
+)
+
 // Spec validates the policy and returns its integer form: Params holds
-// Capacity in billionths and LeakRate as Rate, in billionths per
-// microsecond.
+// Capacity in ticks, Rate, the number of ticks per microsecond, and Cost,
+// the number of ticks per request.
 func (p LeakyBucket) Spec() (driver.Spec, error) {
 	if p.Capacity <= 0 || p.Capacity > MaxLeakyCapacity {
 		return driver.Spec{}, policyError("LeakyBucket", "Capacity", "must be between 1 and %d, got %d", MaxLeakyCapacity, p.Capacity)
@@ -45,58 +59,97 @@ func (p LeakyBucket) Spec() (driver.Spec, error) {
 	if math.IsNaN(p.LeakRate) || math.IsInf(p.LeakRate, 0) || p.LeakRate <= 0 || p.LeakRate > MaxLimit {
 		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "must be a positive finite number up to %d, got %v", MaxLimit, p.LeakRate)
 	}
-	rate := int64(math.Round(p.LeakRate * 1000))
-	if rate == 0 {
-		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "%v is below the resolution of 0.001 per second", p.LeakRate)
+	unit, rate, ok := leakTicks(p.Capacity, p.LeakRate)
+	if !ok || ceilDiv(p.Capacity*unit, rate) > maxPeriodMicros+p.Capacity {
+		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "%v per second is too slow: a bucket of Capacity %d takes more than %v to drain (%v at most)",
+			p.LeakRate, p.Capacity, MaxPeriod, float64(p.Capacity)/MaxPeriod.Seconds())
 	}
 	return withWindow(driver.Spec{
 		Algorithm: driver.AlgorithmLeakyBucket,
 		Limit:     p.Capacity,
 		MaxCost:   p.Capacity,
-		Params:    driver.Params{Capacity: p.Capacity * lbUnit, Rate: rate},
+		Params:    driver.Params{Capacity: p.Capacity * unit, Rate: rate, Cost: unit},
 	}, checkLeakyBucket)
 }
 
+// leakTicks returns the ticks of a bucket of capacity draining leakRate
+// requests per second: rate ticks per microsecond, and unit ticks per
+// request, 10^6/leakRate µs rounded up to a whole tick, that is by less
+// than 1/rate µs. rate is the largest, up to lbMaxRate, for which a full
+// bucket stays within lbMaxLevel ticks; ok is false when none does.
+func leakTicks(capacity int64, leakRate float64) (unit, rate int64, ok bool) {
+	// A float64 is a fraction num/den, read exactly; one request drains
+	// in perRequest/num µs.
+	r := new(big.Rat).SetFloat64(leakRate)
+	num := r.Num()
+	perRequest := new(big.Int).Mul(big.NewInt(1_000_000), r.Denom())
+	// capacity·⌈perRequest·rate/num⌉ <= capacity·(perRequest·rate/num + 1)
+	// <= lbMaxLevel.
+	most := new(big.Int).Mul(big.NewInt(lbMaxLevel-capacity), num)
+	most.Quo(most, new(big.Int).Mul(big.NewInt(capacity), perRequest))
+	if most.Sign() <= 0 {
+		return 0, 0, false
+	}
+	rate = lbMaxRate
+	if most.IsInt64() && most.Int64() < rate {
+		rate = most.Int64()
+	}
+	u := new(big.Int).Mul(perRequest, big.NewInt(rate))
+	u.Add(u, num).Sub(u, big.NewInt(1)).Quo(u, num)
+	return u.Int64(), rate, true
+}
+
 // checkLeakyBucket checks a leaky bucket Spec and returns its Window: the
-// time to drain a full bucket.
+// time to drain a full bucket, at most MaxPeriod.
 func checkLeakyBucket(s *driver.Spec) (int64, error) {
-	capacity, rate := s.Params.Capacity, s.Params.Rate
-	if s.Limit > MaxLeakyCapacity || capacity != s.Limit*lbUnit || s.Params.Interval != 0 {
-		return 0, policyError(s.Algorithm, "", "capacity %d does not match its limit %d (at most %d)", capacity, s.Limit, MaxLeakyCapacity)
+	capacity, rate, unit := s.Params.Capacity, s.Params.Rate, s.Params.Cost
+	if s.Limit <= 0 || s.Limit > MaxLeakyCapacity || unit <= 0 || unit > lbMaxLevel/s.Limit || capacity != s.Limit*unit || s.Params.Interval != 0 {
+		return 0, policyError(s.Algorithm, "", "capacity of %d ticks does not match its limit %d (at most %d) of %d ticks each",
+			capacity, s.Limit, MaxLeakyCapacity, unit)
 	}
-	if rate <= 0 || rate > MaxLimit*1000 {
-		return 0, policyError(s.Algorithm, "", "rate of %d billionths per µs is out of range", rate)
+	if rate <= 0 || rate > lbMaxRate {
+		return 0, policyError(s.Algorithm, "", "rate of %d ticks per µs is out of range (1 to %d)", rate, lbMaxRate)
 	}
-	if window := ceilDiv(capacity, rate); window > maxPeriodMicros {
-		return 0, policyError("LeakyBucket", "LeakRate", "is too slow: a full bucket takes %v to drain, longer than %v",
-			time.Duration(window)*time.Microsecond, MaxPeriod)
+	// Rounding up adds less than a microsecond per request to the drain
+	// time, which may then pass MaxPeriod by as much.
+	window := ceilDiv(capacity, rate)
+	if window > maxPeriodMicros+s.Limit {
+		return 0, policyError(s.Algorithm, "", "drains in %v, more than %v", time.Duration(window)*time.Microsecond, MaxPeriod)
 	}
-	return ceilDiv(capacity, rate), nil
+	return min(window, maxPeriodMicros), nil
 }
 
 // stepLeakyBucket is the model that redisstore's leaky_bucket.lua keeps.
-// State: v[0] the level in billionths, v[1] the time it was measured.
+// The level is the drain time left, in ticks: a request pours unit ticks,
+// and rate ticks drain each microsecond. State: v[0] the time the bucket
+// is empty, in µs, rounded up; v[1] the ticks it was rounded up by, below
+// rate. Like GCRA's, the state is a time, so a key outlives a change of
+// LeakRate (it is misread by less than a microsecond).
 func stepLeakyBucket(p driver.Params, st *state, now, n int64, take bool) outcome {
-	capacity, rate := p.Capacity, p.Rate
-	level, at := int64(0), now
-	if st.Live {
-		level, at = st.V[0], max(st.V[1], now) // no drain while the clock goes back
-		if elapsed := at - st.V[1]; elapsed >= ceilDiv(level, rate) {
-			level = 0
-		} else {
-			level -= elapsed * rate
-		}
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	empty, spare := now, int64(0)
+	if st.Live && st.V[0] > now {
+		empty, spare = st.V[0], min(st.V[1], rate-1)
 	}
-	need := want(n) * lbUnit
-	allowed := level+need <= capacity
+	wait := empty - now // the level is wait·rate − spare ticks
+	need := want(n) * unit
+	// The level leaves room for need once wait <= fits.
+	fits := (capacity - need + spare) / rate
+	allowed := wait <= fits
 	if allowed && take {
-		level += need
-		st.Live, st.V[0], st.V[1] = true, level, at
+		// need − spare > −rate: the bucket empties step µs later.
+		step := ceilDiv(need-spare+rate, rate) - 1
+		empty, spare = empty+step, step*rate-(need-spare)
+		wait = empty - now
+		st.Live, st.V[0], st.V[1] = true, empty, spare
 	}
 	var retryAfter int64
 	if !allowed {
-		retryAfter = at + ceilDiv(level+need-capacity, rate) - now
+		retryAfter = wait - fits
 	}
-	resetAfter := at + ceilDiv(level, rate) - now
-	return outcome{allowed, max(capacity-level, 0) / (lbUnit / unit), retryAfter, resetAfter}
+	var room int64 // capacity − level, in ticks, when the level fits
+	if wait <= (capacity+spare)/rate {
+		room = capacity - (wait*rate - spare)
+	}
+	return outcome{Allowed: allowed, Remaining: mulDiv(room, driver.Unit, unit), RetryAfter: retryAfter, ResetAfter: wait}
 }

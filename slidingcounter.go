@@ -10,9 +10,11 @@ import (
 // with the memory of a fixed window: it counts requests in windows aligned
 // to the clock, and weighs the previous window's count by the share of it
 // still inside the rolling window. The estimate assumes the previous
-// window's requests were spread evenly, so it may admit slightly more or
-// fewer than an exact log would; it smooths the boundary bursts of
-// FixedWindow at the cost of one small key.
+// window's requests were spread evenly. When they came at its very end, it
+// admits up to almost twice Limit in one rolling window (2·Limit − 1, as
+// tested); on steadier traffic it admits about as many as an exact log,
+// more or fewer. It smooths FixedWindow's bursts at the cost of one small
+// key; use SlidingWindowLog for an exact bound.
 type SlidingWindowCounter struct {
 	// Limit is the number of requests allowed per window. 1 to MaxLimit.
 	Limit int64
@@ -83,5 +85,5 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, take boo
 	case prev > 0:
 		resetAfter = start + window - now
 	}
-	return outcome{allowed, max(limit-curr-weighted, 0) * unit, retryAfter, resetAfter}
+	return outcome{Allowed: allowed, Remaining: max(limit-curr-weighted, 0) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }

@@ -1,23 +1,24 @@
 package ratekeeper
 
 import (
+	"sort"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // MaxLogLimit is the largest Limit of a SlidingWindowLog, whose memory
-// grows with it.
+// grows with the number of requests in its window.
 const MaxLogLimit = 10_000
 
 // SlidingWindowLog allows Limit requests in any rolling Window, exactly:
-// it records the time of every admitted request (in Redis, a sorted set)
-// and counts those younger than Window. It never admits a burst across a
-// window boundary, at the price of memory and time that grow with Limit;
-// for large limits prefer SlidingWindowCounter or GCRA.
+// it records every admitted request with its time and cost (in Redis, a
+// sorted set) and sums the costs of those younger than Window. It never
+// admits a burst across a window boundary, at the price of memory and time
+// that grow with the number of requests in the window, at most Limit; for
+// large limits prefer SlidingWindowCounter or GCRA.
 type SlidingWindowLog struct {
-	// Limit is the number of requests allowed in any window. 1 to
-	// MaxLogLimit.
+	// Limit is the total cost allowed in any window. 1 to MaxLogLimit.
 	Limit int64
 	// Window is the length of the rolling window, in whole microseconds.
 	Window time.Duration
@@ -43,50 +44,88 @@ func checkSlidingWindowLog(s *driver.Spec) (int64, error) {
 	return checkWindow(s)
 }
 
+// logEntry is an entry of a sliding window log: the requests admitted at
+// one microsecond, at, of a total cost, after start units (modulo logSpan)
+// admitted before them. The starts make the cost of a run of entries a
+// difference of two of them, so the script reads the oldest entry and the
+// newest, not the ones between.
+type logEntry struct{ at, start, cost int64 }
+
+// logSpan is the modulus of the starts: far above any cost in a window,
+// and low enough that start plus cost stays exact in a double.
+const logSpan = 1_000_000_000_000_000
+
+// logDrop is the most entries out of the window that one call drops, so
+// that no call does much more work than another (the script's log_drop).
+const logDrop = 1000
+
+// logUpTo returns the cost of the entries from first to e, inclusive.
+func logUpTo(first, e logEntry) int64 {
+	return (e.start + e.cost - first.start + logSpan) % logSpan
+}
+
 // stepSlidingWindowLog is the model that redisstore's
-// sliding_window_log.lua keeps. State: the times of admitted requests,
-// sorted; a request admitted at t counts until t + Window.
+// sliding_window_log.lua keeps. State: the entries of admitted requests,
+// in time order, in st.More as a *[]logEntry; an entry admitted at t
+// counts until t + Window.
 func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) outcome {
 	limit, window := p.Capacity, p.Interval
-	var log []int64
-	if st.Live && st.Log != nil {
-		log = *st.Log
+	var log []logEntry
+	logp, _ := st.More.(*[]logEntry)
+	if st.Live && logp != nil {
+		log = *logp
 	}
-	// at is now, or the newest entry's time while the clock is behind it:
-	// an entry stamped in the past would leave early.
-	at := now
-	if len(log) > 0 {
-		at = max(at, log[len(log)-1])
-	}
+	// Every call drops the entries out of the window, at most logDrop of
+	// them, as the script does: the rest count for nothing until a later
+	// call drops them. Dropping on peeks and denials too keeps the model's
+	// entries the script's, even when the clock then steps back.
 	gone := 0
-	for gone < len(log) && log[gone] <= at-window {
+	for gone < len(log) && log[gone].at <= now-window {
 		gone++
 	}
-	if gone > 0 {
-		// Entries leave as soon as a request finds them gone, as in the
-		// script: a request at a clock gone back counts the same entries
-		// in both.
-		log = log[:copy(log, log[gone:])]
-		*st.Log = log
+	if dropped := min(gone, logDrop); dropped > 0 {
+		log = log[:copy(log, log[dropped:])]
+		*logp = log
+		gone -= dropped
+	}
+	kept := log[gone:]
+	var used int64 // the cost in the window
+	if len(kept) > 0 {
+		used = logUpTo(kept[0], kept[len(kept)-1])
 	}
 	need := want(n)
-	allowed := int64(len(log))+need <= limit
+	allowed := used+need <= limit
 	if allowed && take {
-		if st.Log == nil {
-			st.Log = new([]int64)
+		if logp == nil {
+			logp = new([]logEntry)
+			st.More = logp
 		}
-		for range n {
-			log = append(log, at) // the newest: the log stays sorted
+		if last := len(log) - 1; last >= 0 && log[last].at >= now {
+			// The same microsecond, or the clock went back: one entry, so
+			// that entries stay in time order.
+			log[last].cost += n
+		} else {
+			var start int64
+			if last >= 0 {
+				start = (log[last].start + log[last].cost) % logSpan
+			}
+			log = append(log, logEntry{now, start, n})
 		}
-		*st.Log, st.Live = log, true
+		kept = log[gone:]
+		used += n
+		*logp, st.Live = log, true
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
-		// Wait until enough of the oldest entries have left.
-		retryAfter = log[int64(len(log))+need-limit-1] + window - now
+		// Wait until enough of the oldest entries have left: the first
+		// that covers the excess with those before it. It is at most the
+		// excess-th, as every entry costs at least 1.
+		excess := used + need - limit
+		i := sort.Search(len(kept), func(i int) bool { return logUpTo(kept[0], kept[i]) >= excess })
+		retryAfter = kept[i].at + window - now
 	}
-	if len(log) > 0 {
-		resetAfter = log[len(log)-1] + window - now
+	if len(kept) > 0 {
+		resetAfter = kept[len(kept)-1].at + window - now
 	}
-	return outcome{allowed, (limit - int64(len(log))) * unit, retryAfter, resetAfter}
+	return outcome{Allowed: allowed, Remaining: (limit - used) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }

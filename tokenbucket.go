@@ -58,7 +58,7 @@ func (p TokenBucket) Spec() (driver.Spec, error) {
 // time to refill from empty.
 func checkTokenBucket(s *driver.Spec) (int64, error) {
 	capacity, rate, interval := s.Params.Capacity, s.Params.Rate, s.Params.Interval
-	if capacity != s.Limit*unit {
+	if capacity != s.Limit*unit || s.Params.Cost != 0 {
 		return 0, policyError(s.Algorithm, "", "capacity %d does not match its limit %d", capacity, s.Limit)
 	}
 	if rate <= 0 || rate > MaxLimit*unit {
@@ -109,5 +109,5 @@ func stepTokenBucket(p driver.Params, st *state, now, n int64, take bool) outcom
 	if tokens < capacity {
 		resetAfter = last + ceilDiv(capacity-tokens, rate)*interval - now
 	}
-	return outcome{allowed, tokens, retryAfter, resetAfter}
+	return outcome{Allowed: allowed, Remaining: tokens, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }

@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/ratekeeper/ratekeeper v0.0.0
+	github.com/ratekeeper/ratekeeper v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
@@ -19,5 +19,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/ratekeeper/ratekeeper => ../

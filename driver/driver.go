@@ -82,6 +82,9 @@ type Params struct {
 	// Interval is a time in microseconds: a token bucket's refill
 	// interval, a GCRA's emission interval, a window's length.
 	Interval int64
+	// Cost is what one request takes, for an algorithm that counts in
+	// finer units: a leaky bucket's ticks of drain time per request.
+	Cost int64
 }
 
 // Spec is a policy in the integer units its algorithm runs on: times in

@@ -8,8 +8,9 @@ type State struct {
 	Live bool
 	// V holds the algorithm's integers.
 	V [3]int64
-	// Log is a sliding window log's request times, oldest first.
-	Log *[]int64
+	// More is whatever else the model keeps, of its own type, such as a
+	// sliding window log's entries.
+	More any
 
 	parts []State // an All's, one per part
 }

@@ -2,12 +2,10 @@ module github.com/ratekeeper/ratekeeper/e2e
 
 go 1.26.0
 
-replace github.com/ratekeeper/ratekeeper => ../
-
 require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/ratekeeper/ratekeeper v0.0.0-00010101000000-000000000000
+	github.com/ratekeeper/ratekeeper v0.1.0
 )
 
 require (

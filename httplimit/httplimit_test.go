@@ -728,7 +728,7 @@ func startRedis(t *testing.T) *redisServer {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server is not on PATH")
+		redistest.Skip(t, "redis-server is not on PATH")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -372,11 +372,11 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 }
 
 // Deciders on one key, run while other keys come and go (inserted,
-// evicted, reset and swept, which grows and shrinks the tables that
-// decisions read without a lock), still admit exactly its limit.
+// evicted, reset and swept, in the map that decisions read without a
+// lock), still admit exactly its limit.
 func TestChurnKeepsKeyExact(t *testing.T) {
 	const limit, workers = 20_000, 8
-	s := newStore(t, memstore.WithMaxKeys(2048)) // tens of keys per table
+	s := newStore(t, memstore.WithMaxKeys(2048))
 	hot := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: limit, RefillRate: 1, RefillInterval: time.Hour})
 	// Keys full again 10ms after their request, far sooner than hot: they
 	// fill the store, and are evicted or swept, never hot.

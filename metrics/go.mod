@@ -2,11 +2,9 @@ module github.com/ratekeeper/ratekeeper/metrics
 
 go 1.26.0
 
-replace github.com/ratekeeper/ratekeeper => ../
-
 require (
 	github.com/prometheus/client_golang v1.25.0
-	github.com/ratekeeper/ratekeeper v0.0.0-00010101000000-000000000000
+	github.com/ratekeeper/ratekeeper v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

@@ -172,7 +172,7 @@ func TestGroupCalls(t *testing.T) {
 		if batch := g.script == g.calls[0].alg.batch; batch != (len(g.calls) > 1) {
 			t.Errorf("a group of %d calls: batch script %t", len(g.calls), batch)
 		}
-		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*5 {
+		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*6 {
 			t.Errorf("a group of %d calls has %d ARGV", len(g.calls), len(g.args))
 		}
 	}

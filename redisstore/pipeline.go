@@ -287,7 +287,7 @@ func groupCalls(batch []*call, combine bool) []group {
 		// ARGV: the slack, then each call's cost, time and parameters
 		// (batch.lua).
 		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
-			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*5)}
+			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*6)}
 		g.args = append(g.args, calls[0].args[2])
 		for i, c := range calls {
 			g.keys[i] = c.keys[0]

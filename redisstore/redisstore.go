@@ -339,7 +339,7 @@ func scriptOf(spec *driver.ValidSpec) (*algorithm, error) {
 // clock, the expiry slack, then the parameters; for an All, each policy's
 // algorithm and parameters.
 func (s *Store) args(spec *driver.ValidSpec, n int64, sent time.Time) []any {
-	args := make([]any, 0, 3+4*max(spec.NumParts(), 1))
+	args := make([]any, 0, 3+5*max(spec.NumParts(), 1))
 	if s.now == nil {
 		args = append(args, n, "", serverClockSlack)
 	} else {
@@ -347,12 +347,12 @@ func (s *Store) args(spec *driver.ValidSpec, n int64, sent time.Time) []any {
 	}
 	if !spec.IsAll() {
 		p := spec.Params()
-		return append(args, p.Capacity, p.Rate, p.Interval)
+		return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)
 	}
 	for i := range spec.NumParts() {
 		part := spec.Part(i)
 		p := part.Params()
-		args = append(args, part.Algorithm(), p.Capacity, p.Rate, p.Interval)
+		args = append(args, part.Algorithm(), p.Capacity, p.Rate, p.Interval, p.Cost)
 	}
 	return args
 }

@@ -222,12 +222,18 @@ var policies = []policyCase{
 	// meet its end.
 	{"fw5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond}, 1500 * time.Millisecond},
 	{"swl5per1s", ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second}, 200 * time.Millisecond},
+	// Up to 300 entries of mixed costs, where a RetryAfter searches them.
+	{"swl300per1s", ratekeeper.SlidingWindowLog{Limit: 300, Window: time.Second}, 3 * time.Millisecond},
 	// Windows aligned to the epoch: 1.9·10^15µs is 200,000µs past a
 	// multiple of 700,000µs, on the quantum's grid. Offsets weigh the
 	// previous window's count by fractions of 700,000.
 	{"swc7per700ms", ratekeeper.SlidingWindowCounter{Limit: 7, Window: 700 * time.Millisecond}, 100 * time.Millisecond},
-	// 700 billionths per µs: one request drains in 1,428,571.4µs.
+	// One request drains in 1,428,571.43µs, held in ticks of 1/78,812,993µs.
 	{"lb5_0.7ps", ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 0.7}, 1_428_572 * time.Microsecond},
+	// Ten per hour, in ticks of 1/15,637µs; and 30 per µs, where one
+	// request drains in a fraction of a microsecond.
+	{"lb10_1per3600s", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1.0 / 3600}, time.Hour},
+	{"lb1000_3e7ps", ratekeeper.LeakyBucket{Capacity: 1000, LeakRate: 3e7}, time.Microsecond},
 	// Several policies, decided at once: each binds in turn.
 	{"all_gcra3per1s_b5_fw8per3s", ratekeeper.All(
 		ratekeeper.GCRA{Rate: 3, Period: time.Second, Burst: 5},

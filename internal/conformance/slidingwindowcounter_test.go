@@ -142,3 +142,51 @@ func TestRedisSlidingWindowCounterOneKey(t *testing.T) {
 		t.Fatalf("PTTL of %s: %v, %v; want an expiry", redisKey, d, err)
 	}
 }
+
+// TestSlidingWindowCounterBoundaryBurst replays the boundary-burst trace:
+// Limit requests in the last microsecond of a window, then one every
+// 100 ms for two windows. The counter assumes the burst was spread over
+// its window, so it lets the next window's requests in as the burst's
+// weight fades, while the burst is still inside the rolling window: 199
+// in one rolling minute, 1.99 times the Limit of 100, as docs/algorithms.md
+// states. (It can never reach 2×Limit: the burst weighs at least 1 until
+// the rolling window leaves it.)
+func TestSlidingWindowCounterBoundaryBurst(t *testing.T) {
+	const limit, window = 100, time.Minute
+	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+		ctx := context.Background()
+		lim := newLimiter(t, store, ratekeeper.SlidingWindowCounter{Limit: limit, Window: window})
+		forget(t, lim, "k")
+		// To the last microsecond of the window (aligned to the epoch).
+		clock.Advance(window - time.Duration(clock.Now().UnixMicro())*time.Microsecond%window - us)
+		var admitted []time.Time
+		allow := func() {
+			res, err := lim.Allow(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Allowed {
+				admitted = append(admitted, clock.Now())
+			}
+		}
+		for range limit {
+			allow()
+		}
+		for range 2 * window / (100 * time.Millisecond) {
+			clock.Advance(100 * time.Millisecond)
+			allow()
+		}
+		// The most admitted in any rolling window (t − window, t].
+		most, from := 0, 0
+		for i, at := range admitted {
+			for !admitted[from].After(at.Add(-window)) {
+				from++
+			}
+			most = max(most, i-from+1)
+		}
+		if most != 2*limit-1 {
+			t.Errorf("%d admitted in the busiest rolling window, want %d", most, 2*limit-1)
+		}
+		t.Logf("%d of %d admitted; %d (%.2f× the limit) in the busiest rolling window", len(admitted), limit+1200, most, float64(most)/limit)
+	})
+}

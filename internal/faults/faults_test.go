@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 	// The tests break Redis on purpose: go-redis would log every failed
 	// dial, and bury the failures of a test in noise.
 	redis.SetLogger(discardLogger{})
-	m.Run()
+	os.Exit(redistest.Run(m))
 }
 
 type discardLogger struct{}

@@ -17,7 +17,7 @@ import (
 const EnvCluster = "RATEKEEPER_REDIS_CLUSTER"
 
 // ClusterAddrs returns the addresses of the test Redis Cluster, or skips t
-// when none is set.
+// when none is set (see Skip).
 func ClusterAddrs(t testing.TB) []string {
 	t.Helper()
 	var addrs []string
@@ -27,7 +27,7 @@ func ClusterAddrs(t testing.TB) []string {
 		}
 	}
 	if len(addrs) == 0 {
-		t.Skip("no test Redis Cluster: run `make test`, which starts one, or set " + EnvCluster)
+		Skip(t, "no test Redis Cluster: run `make test`, which starts one, or set "+EnvCluster)
 	}
 	return addrs
 }

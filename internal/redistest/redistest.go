@@ -1,5 +1,6 @@
 // Package redistest connects tests to the throwaway Redis that `make test`
-// starts, and skips them when there is none.
+// starts, and skips them when there is none (or, under CI=true, fails
+// them); Run reports how many skipped.
 package redistest
 
 import (
@@ -16,12 +17,13 @@ import (
 // EnvAddr names the environment variable holding the test Redis address.
 const EnvAddr = "RATEKEEPER_REDIS_ADDR"
 
-// Addr returns the address of the test Redis, or skips t when none is set.
+// Addr returns the address of the test Redis, or skips t when none is set
+// (see Skip).
 func Addr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv(EnvAddr)
 	if addr == "" {
-		t.Skip("no test Redis: run `make test`, which starts one, or set " + EnvAddr)
+		Skip(t, "no test Redis: run `make test`, which starts one, or set "+EnvAddr)
 	}
 	return addr
 }

@@ -41,7 +41,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	if _, err := exec.LookPath(command); err != nil {
 		command = "redis-server"
 		if _, err := exec.LookPath(command); err != nil {
-			t.Skip("no Sentinel: neither redis-sentinel nor redis-server is installed")
+			Skip(t, "no Sentinel: neither redis-sentinel nor redis-server is installed")
 		}
 	}
 	s := &Sentinel{Master: StartServer(t)}

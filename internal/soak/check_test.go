@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -82,12 +83,15 @@ func gcraBound(p ratekeeper.GCRA) spanBound {
 }
 
 // leakyBucketBound: the level is at least 0 before the first decision,
-// each admission adds one and at most LeakRate·d drains meanwhile, and
-// the level never exceeds Capacity: Capacity + ⌊LeakRate·d⌋, with the
-// rate in billionths per µs as the bucket counts.
+// each admission adds one and at most LeakRate·d drains meanwhile (the
+// bucket rounds its rate down, never up), and the level never exceeds
+// Capacity: Capacity + ⌊LeakRate·d⌋, computed exactly.
 func leakyBucketBound(p ratekeeper.LeakyBucket) spanBound {
-	rate := int64(math.Round(p.LeakRate * 1000))
-	return func(d time.Duration, _ bool) int64 { return p.Capacity + rate*int64(d)/1e12 }
+	rate := new(big.Rat).SetFloat64(p.LeakRate)
+	return func(d time.Duration, _ bool) int64 {
+		drained := new(big.Rat).Mul(rate, big.NewRat(int64(d), int64(time.Second)))
+		return p.Capacity + new(big.Int).Quo(drained.Num(), drained.Denom()).Int64()
+	}
 }
 
 // windowBound: at most limit in any span shorter than window; longer

@@ -254,7 +254,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(redistest.EnvAddr) != "" {
 		startDemoBuild()
 	}
-	code := m.Run()
+	code := redistest.Run(m)
 	if demoBuild.done != nil {
 		<-demoBuild.done
 		os.RemoveAll(demoBuild.dir)

@@ -3,8 +3,8 @@
 -- Redis runs one script, and reads its clock once, for the whole batch.
 -- KEYS[i]  the i-th request's key
 -- ARGV[1]  milliseconds added to every expiry
--- ARGV[2…] five values per request, in order: its cost, its time ("" for
---          the server's), capacity, rate and interval
+-- ARGV[2…] six values per request, in order: its cost n, its time (""
+--          for the server's), capacity, rate, interval and cost
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
 -- Returns, per request, its four integers, or the message of the error
@@ -18,7 +18,7 @@ local slack = ARGV[1] + 0
 local server_now
 local out = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 5
+  local at = 2 + (i - 1) * 6
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
     if not server_now then
@@ -31,7 +31,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(decide, KEYS[i], n > 0, n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

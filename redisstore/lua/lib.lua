@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --

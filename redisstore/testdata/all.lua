@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
@@ -138,34 +139,51 @@ function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
 end
 
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
--- key holds "<level in billionths>:<time it was measured, µs>".
--- Parameters: capacity (billionths), leak rate (billionths per µs).
+-- The level is the drain time left, in ticks: a request pours unit ticks,
+-- and rate ticks drain each µs. key holds "<time the bucket is empty,
+-- µs, rounded up>:<the ticks it was rounded up by>".
+-- Parameters: capacity (ticks), rate (ticks per µs), and cost: unit,
+-- the ticks per request.
 
-function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate)
+function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
   local need = n
   if need == 0 then need = 1 end
-  local level, at = 0, now
-  local l, t = decode(redis.call('GET', key), 2)
-  if l then
-    at = t
-    if now > at then at = now end -- no drain while the clock goes back
-    if at - t >= math.ceil(l / rate) then level = 0 else level = l - (at - t) * rate end
+  local empty, spare = now, 0
+  local e, s = decode(redis.call('GET', key), 2)
+  if e and e > now then
+    empty, spare = e, s
+    if spare > rate - 1 then spare = rate - 1 end
   end
-  local cost = need * 1000000000
+  local wait = empty - now -- the level is wait * rate - spare ticks
+  local cost = need * unit
+  -- The level leaves room for cost once wait <= fits.
+  local fits = math.floor((capacity - cost + spare) / rate)
   local allowed = 0
-  if level + cost <= capacity then
+  if wait <= fits then
     allowed = 1
-    if take then level = level + cost end
+    if take then
+      -- cost - spare > -rate: the bucket empties step µs later.
+      local step = math.ceil((cost - spare) / rate)
+      empty, spare = empty + step, step * rate - (cost - spare)
+      wait = empty - now
+      redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil(wait / 1000) + slack)
+    end
   end
   local retry_after = 0
-  if allowed == 0 then retry_after = at + math.ceil((level + cost - capacity) / rate) - now end
-  local reset_after = at + math.ceil(level / rate) - now
-  if allowed == 1 and take then
-    redis.call('SET', key, string.format('%d:%d', level, at), 'PX', math.ceil(reset_after / 1000) + slack)
+  if allowed == 0 then retry_after = wait - fits end
+  -- capacity - level, in ticks, when the level fits; then in millionths
+  -- of a request, rounded down: whole requests, and six digits of long
+  -- division (r < unit <= 2^49, so r * 10 stays below 2^53).
+  local room = 0
+  if wait <= math.floor((capacity + spare) / rate) then room = capacity - (wait * rate - spare) end
+  local whole = math.floor(room / unit)
+  local r, frac = room - whole * unit, 0
+  for _ = 1, 6 do
+    r = r * 10
+    local d = math.floor(r / unit)
+    frac, r = frac * 10 + d, r - d * unit
   end
-  local remaining = capacity - level
-  if remaining < 0 then remaining = 0 end
-  return allowed, math.floor(remaining / 1000), retry_after, reset_after
+  return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
 -- Sliding window counter; the model is ratekeeper's slidingcounter.go.
@@ -224,54 +242,92 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
 end
 
 -- Sliding window log; the model is ratekeeper's slidinglog.go.
--- key is a sorted set of admitted requests scored by their time (µs).
+-- key is a sorted set of the requests admitted, one entry per request (or
+-- per microsecond, when several come in one), scored by its time (µs),
+-- with member "<start>+<cost>": start is the cost admitted before it,
+-- modulo span, so the cost in the window is read from the oldest entry
+-- and the newest. Every entry costs at least 1, so a key holds at most
+-- limit entries: a call adds an entry only when none is out of the window,
+-- and drops at least one otherwise.
 -- Parameters: limit, window (µs).
+
+local span = 1000000000000000 -- 10^15
+local log_drop = 1000 -- the most entries one call drops
+
+-- log_entry reads the entry of rank i: its time, start and cost; nil if
+-- there is none, false if it is of another format.
+local function log_entry(key, i)
+  local r = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+  if not r[1] then return nil end
+  local start, cost = string.match(r[1], '^(%d+)%+(%d+)$')
+  if not start then return false end
+  return r[2] + 0, start + 0, cost + 0
+end
+
+-- log_up_to returns the cost of the entries from the one of first_start
+-- to the one of start and cost, inclusive.
+local function log_up_to(first_start, start, cost)
+  return (start + cost - first_start) % span
+end
 
 function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
   local need = n
   if need == 0 then need = 1 end
-  -- at is now, or the newest entry's time while the clock is behind it:
-  -- an entry stamped in the past would leave early.
-  local at = now
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
-  if newest then
-    newest = newest + 0
-    if newest > at then at = newest end
+  -- Drop the entries out of the window, at most log_drop of them, so that
+  -- no call does much more work than another: any left over lie before
+  -- rank first, count for nothing, and go in the calls that follow.
+  local first = redis.call('ZCOUNT', key, '-inf', now - window)
+  local dropped = math.min(first, log_drop)
+  if dropped > 0 then redis.call('ZREMRANGEBYRANK', key, 0, dropped - 1) end
+  first = first - dropped
+  local first_at, first_start = log_entry(key, first)
+  local last_at, last_start, last_cost
+  if first_at then last_at, last_start, last_cost = log_entry(key, -1) end
+  if first_at == false or last_at == false then
+    -- Written in another format: start the log over.
+    redis.call('DEL', key)
+    first, first_at, last_at = 0, nil, nil
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', at - window)
-  local count = redis.call('ZCARD', key)
+  local used = 0 -- the cost in the window
+  if first_at then used = log_up_to(first_start, last_start, last_cost) end
   local allowed = 0
-  if count + need <= limit then
+  if used + need <= limit then
     allowed = 1
     if take then
-      -- Member "<µs>:<i>" is the i-th request admitted at that microsecond.
-      -- Entries leave by whole timestamps, so those of one timestamp are
-      -- numbered 1..k without gaps and the next is k + 1: unique, by
-      -- construction.
-      local base = redis.call('ZCOUNT', key, at, at)
-      local args = {}
-      for i = 1, n do
-        args[#args + 1] = at
-        args[#args + 1] = string.format('%d:%d', at, base + i)
-        if #args == 1000 or i == n then
-          redis.call('ZADD', key, unpack(args))
-          args = {}
-        end
+      if last_at and last_at >= now then
+        -- The same microsecond, or the clock went back: one entry, so
+        -- that entries stay in time order.
+        redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
+        last_cost = last_cost + n
+      else
+        if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
+        last_at, last_cost = now, n
       end
-      count = count + n
+      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+      used = used + n
     end
   end
   local retry_after, reset_after = 0, 0
-  if allowed == 0 then -- until enough of the oldest entries have left
-    local k = count + need - limit
-    retry_after = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2] + window - now
+  if allowed == 0 then
+    -- Wait until enough of the oldest entries have left: the first that
+    -- covers the excess with those before it. It is at most the
+    -- excess-th, as every entry costs at least 1: a binary search over
+    -- ranks finds it in at most log2(excess) + 1 reads.
+    local excess = used + need - limit
+    local lo, hi, at = first, first + excess - 1, nil
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local t, s, c = log_entry(key, mid)
+      if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
+    end
+    if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
+    retry_after = at + window - now
   end
-  if count > 0 then
-    if allowed == 1 and take then newest = at end
-    reset_after = newest + window - now
+  if last_at then
+    reset_after = last_at + window - now
     if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
   end
-  return allowed, (limit - count) * 1000000, retry_after, reset_after
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
 end
 
 -- Token bucket; the model is ratekeeper's tokenbucket.go.
@@ -326,8 +382,8 @@ end
 -- ARGV[1]  the cost n in whole requests
 -- ARGV[2]  now in microseconds, or "" to read the server's clock
 -- ARGV[3]  milliseconds added to every expiry
--- ARGV[4…] four values per policy: its algorithm's name, capacity, rate
---          and interval
+-- ARGV[4…] five values per policy: its algorithm's name, capacity, rate,
+--          interval and cost
 -- Returns the four integers of every policy, in order.
 
 local n = ARGV[1] + 0
@@ -338,9 +394,9 @@ local slack = ARGV[3] + 0
 local function decide(take)
   local out, allowed = {}, true
   for i = 1, #KEYS do
-    local at = 4 * i
+    local at = 5 * i - 1
     local a, r, t, z = algorithms[ARGV[at]](KEYS[i], take, n, now, slack,
-      ARGV[at + 1] + 0, ARGV[at + 2] + 0, ARGV[at + 3] + 0)
+      ARGV[at + 1] + 0, ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
     out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
     allowed = allowed and a == 1
   end

@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
@@ -97,12 +98,12 @@ end
 -- ARGV[1]   its cost n in whole requests
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
--- ARGV[4…6] capacity, rate, interval
+-- ARGV[4…7] capacity, rate, interval, cost
 -- Returns its four integers.
 local _, decide = next(algorithms)
 local n = ARGV[1] + 0
 local now, err = clock(ARGV[2])
 if not now then return err end
 return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
-  ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0)}
+  ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
 

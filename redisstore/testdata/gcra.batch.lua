@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
@@ -98,8 +99,8 @@ end
 -- Redis runs one script, and reads its clock once, for the whole batch.
 -- KEYS[i]  the i-th request's key
 -- ARGV[1]  milliseconds added to every expiry
--- ARGV[2…] five values per request, in order: its cost, its time ("" for
---          the server's), capacity, rate and interval
+-- ARGV[2…] six values per request, in order: its cost n, its time (""
+--          for the server's), capacity, rate, interval and cost
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
 -- Returns, per request, its four integers, or the message of the error
@@ -113,7 +114,7 @@ local slack = ARGV[1] + 0
 local server_now
 local out = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 5
+  local at = 2 + (i - 1) * 6
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
     if not server_now then
@@ -126,7 +127,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(decide, KEYS[i], n > 0, n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
@@ -68,34 +69,51 @@ local function clock(t)
 end
 
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
--- key holds "<level in billionths>:<time it was measured, µs>".
--- Parameters: capacity (billionths), leak rate (billionths per µs).
+-- The level is the drain time left, in ticks: a request pours unit ticks,
+-- and rate ticks drain each µs. key holds "<time the bucket is empty,
+-- µs, rounded up>:<the ticks it was rounded up by>".
+-- Parameters: capacity (ticks), rate (ticks per µs), and cost: unit,
+-- the ticks per request.
 
-function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate)
+function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
   local need = n
   if need == 0 then need = 1 end
-  local level, at = 0, now
-  local l, t = decode(redis.call('GET', key), 2)
-  if l then
-    at = t
-    if now > at then at = now end -- no drain while the clock goes back
-    if at - t >= math.ceil(l / rate) then level = 0 else level = l - (at - t) * rate end
+  local empty, spare = now, 0
+  local e, s = decode(redis.call('GET', key), 2)
+  if e and e > now then
+    empty, spare = e, s
+    if spare > rate - 1 then spare = rate - 1 end
   end
-  local cost = need * 1000000000
+  local wait = empty - now -- the level is wait * rate - spare ticks
+  local cost = need * unit
+  -- The level leaves room for cost once wait <= fits.
+  local fits = math.floor((capacity - cost + spare) / rate)
   local allowed = 0
-  if level + cost <= capacity then
+  if wait <= fits then
     allowed = 1
-    if take then level = level + cost end
+    if take then
+      -- cost - spare > -rate: the bucket empties step µs later.
+      local step = math.ceil((cost - spare) / rate)
+      empty, spare = empty + step, step * rate - (cost - spare)
+      wait = empty - now
+      redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil(wait / 1000) + slack)
+    end
   end
   local retry_after = 0
-  if allowed == 0 then retry_after = at + math.ceil((level + cost - capacity) / rate) - now end
-  local reset_after = at + math.ceil(level / rate) - now
-  if allowed == 1 and take then
-    redis.call('SET', key, string.format('%d:%d', level, at), 'PX', math.ceil(reset_after / 1000) + slack)
+  if allowed == 0 then retry_after = wait - fits end
+  -- capacity - level, in ticks, when the level fits; then in millionths
+  -- of a request, rounded down: whole requests, and six digits of long
+  -- division (r < unit <= 2^49, so r * 10 stays below 2^53).
+  local room = 0
+  if wait <= math.floor((capacity + spare) / rate) then room = capacity - (wait * rate - spare) end
+  local whole = math.floor(room / unit)
+  local r, frac = room - whole * unit, 0
+  for _ = 1, 6 do
+    r = r * 10
+    local d = math.floor(r / unit)
+    frac, r = frac * 10 + d, r - d * unit
   end
-  local remaining = capacity - level
-  if remaining < 0 then remaining = 0 end
-  return allowed, math.floor(remaining / 1000), retry_after, reset_after
+  return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
 -- Several callers' requests under the one algorithm this script holds, in
@@ -103,8 +121,8 @@ end
 -- Redis runs one script, and reads its clock once, for the whole batch.
 -- KEYS[i]  the i-th request's key
 -- ARGV[1]  milliseconds added to every expiry
--- ARGV[2…] five values per request, in order: its cost, its time ("" for
---          the server's), capacity, rate and interval
+-- ARGV[2…] six values per request, in order: its cost n, its time (""
+--          for the server's), capacity, rate, interval and cost
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
 -- Returns, per request, its four integers, or the message of the error
@@ -118,7 +136,7 @@ local slack = ARGV[1] + 0
 local server_now
 local out = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 5
+  local at = 2 + (i - 1) * 6
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
     if not server_now then
@@ -131,7 +149,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(decide, KEYS[i], n > 0, n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

@@ -8,7 +8,8 @@
 --
 -- Each algorithm is a function in the table algorithms, under its name:
 --
---   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval)
+--   algorithms.<name>(key, take, n, now, slack, capacity, rate, interval,
+--     cost)
 --
 -- key      the key that holds the state
 -- take     whether to consume n when the request is allowed (never for a
@@ -16,7 +17,7 @@
 -- n        the cost in whole requests (0 peeks: answer for a cost of 1)
 -- now      the time in microseconds
 -- slack    milliseconds added to every expiry
--- capacity, rate, interval
+-- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
@@ -68,54 +69,92 @@ local function clock(t)
 end
 
 -- Sliding window log; the model is ratekeeper's slidinglog.go.
--- key is a sorted set of admitted requests scored by their time (µs).
+-- key is a sorted set of the requests admitted, one entry per request (or
+-- per microsecond, when several come in one), scored by its time (µs),
+-- with member "<start>+<cost>": start is the cost admitted before it,
+-- modulo span, so the cost in the window is read from the oldest entry
+-- and the newest. Every entry costs at least 1, so a key holds at most
+-- limit entries: a call adds an entry only when none is out of the window,
+-- and drops at least one otherwise.
 -- Parameters: limit, window (µs).
+
+local span = 1000000000000000 -- 10^15
+local log_drop = 1000 -- the most entries one call drops
+
+-- log_entry reads the entry of rank i: its time, start and cost; nil if
+-- there is none, false if it is of another format.
+local function log_entry(key, i)
+  local r = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+  if not r[1] then return nil end
+  local start, cost = string.match(r[1], '^(%d+)%+(%d+)$')
+  if not start then return false end
+  return r[2] + 0, start + 0, cost + 0
+end
+
+-- log_up_to returns the cost of the entries from the one of first_start
+-- to the one of start and cost, inclusive.
+local function log_up_to(first_start, start, cost)
+  return (start + cost - first_start) % span
+end
 
 function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
   local need = n
   if need == 0 then need = 1 end
-  -- at is now, or the newest entry's time while the clock is behind it:
-  -- an entry stamped in the past would leave early.
-  local at = now
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
-  if newest then
-    newest = newest + 0
-    if newest > at then at = newest end
+  -- Drop the entries out of the window, at most log_drop of them, so that
+  -- no call does much more work than another: any left over lie before
+  -- rank first, count for nothing, and go in the calls that follow.
+  local first = redis.call('ZCOUNT', key, '-inf', now - window)
+  local dropped = math.min(first, log_drop)
+  if dropped > 0 then redis.call('ZREMRANGEBYRANK', key, 0, dropped - 1) end
+  first = first - dropped
+  local first_at, first_start = log_entry(key, first)
+  local last_at, last_start, last_cost
+  if first_at then last_at, last_start, last_cost = log_entry(key, -1) end
+  if first_at == false or last_at == false then
+    -- Written in another format: start the log over.
+    redis.call('DEL', key)
+    first, first_at, last_at = 0, nil, nil
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', at - window)
-  local count = redis.call('ZCARD', key)
+  local used = 0 -- the cost in the window
+  if first_at then used = log_up_to(first_start, last_start, last_cost) end
   local allowed = 0
-  if count + need <= limit then
+  if used + need <= limit then
     allowed = 1
     if take then
-      -- Member "<µs>:<i>" is the i-th request admitted at that microsecond.
-      -- Entries leave by whole timestamps, so those of one timestamp are
-      -- numbered 1..k without gaps and the next is k + 1: unique, by
-      -- construction.
-      local base = redis.call('ZCOUNT', key, at, at)
-      local args = {}
-      for i = 1, n do
-        args[#args + 1] = at
-        args[#args + 1] = string.format('%d:%d', at, base + i)
-        if #args == 1000 or i == n then
-          redis.call('ZADD', key, unpack(args))
-          args = {}
-        end
+      if last_at and last_at >= now then
+        -- The same microsecond, or the clock went back: one entry, so
+        -- that entries stay in time order.
+        redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
+        last_cost = last_cost + n
+      else
+        if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
+        last_at, last_cost = now, n
       end
-      count = count + n
+      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+      used = used + n
     end
   end
   local retry_after, reset_after = 0, 0
-  if allowed == 0 then -- until enough of the oldest entries have left
-    local k = count + need - limit
-    retry_after = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2] + window - now
+  if allowed == 0 then
+    -- Wait until enough of the oldest entries have left: the first that
+    -- covers the excess with those before it. It is at most the
+    -- excess-th, as every entry costs at least 1: a binary search over
+    -- ranks finds it in at most log2(excess) + 1 reads.
+    local excess = used + need - limit
+    local lo, hi, at = first, first + excess - 1, nil
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local t, s, c = log_entry(key, mid)
+      if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
+    end
+    if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
+    retry_after = at + window - now
   end
-  if count > 0 then
-    if allowed == 1 and take then newest = at end
-    reset_after = newest + window - now
+  if last_at then
+    reset_after = last_at + window - now
     if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
   end
-  return allowed, (limit - count) * 1000000, retry_after, reset_after
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
 end
 
 -- Several callers' requests under the one algorithm this script holds, in
@@ -123,8 +162,8 @@ end
 -- Redis runs one script, and reads its clock once, for the whole batch.
 -- KEYS[i]  the i-th request's key
 -- ARGV[1]  milliseconds added to every expiry
--- ARGV[2…] five values per request, in order: its cost, its time ("" for
---          the server's), capacity, rate and interval
+-- ARGV[2…] six values per request, in order: its cost n, its time (""
+--          for the server's), capacity, rate, interval and cost
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
 -- Returns, per request, its four integers, or the message of the error
@@ -138,7 +177,7 @@ local slack = ARGV[1] + 0
 local server_now
 local out = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 5
+  local at = 2 + (i - 1) * 6
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
     if not server_now then
@@ -151,7 +190,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(decide, KEYS[i], n > 0, n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

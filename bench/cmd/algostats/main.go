@@ -219,8 +219,7 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 			},
 		})
 	}
-	tb := subjects[0]
-	return append(subjects, guideSubject(rdb, func(caller string) string { return tb.keys(caller)[0] }, limit)), nil
+	return append(subjects, guideSubject(rdb, limit)), nil
 }
 
 // guideScript is the guide's token bucket, measured as a baseline: a
@@ -242,10 +241,11 @@ redis.call('HMSET', KEYS[1], 'tokens', tokens, 'last_refill', last)
 return {allowed, tokens}
 `)
 
-// guideSubject runs guideScript with the token bucket's parameters, on keys
-// as long as the token bucket's, so that only the values differ in size.
-func guideSubject(rdb *redis.Client, tbKey func(string) string, limit int) subject {
-	key := func(caller string) string { return strings.TrimSuffix(tbKey(caller), ":tb") + ":rg" }
+// guideSubject runs guideScript with the token bucket's parameters, on the
+// caller's own name as the guide keys it ("user:0001000"), as loadgen's seed
+// does, so that both programs measure the same hash.
+func guideSubject(rdb *redis.Client, limit int) subject {
+	key := func(caller string) string { return caller }
 	interval := strconv.FormatFloat(60/float64(limit), 'f', -1, 64)
 	return subject{
 		name: "Redis guide's token bucket",

@@ -206,12 +206,12 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 	// Store.Key only names keys; it never touches the (nil) client.
 	keys := redisstore.New(nil)
 	sp := spec.Params()
-	params := make([]string, 3)
-	for i, v := range []int64{sp.Capacity, sp.Rate, sp.Interval} {
+	params := make([]string, 4)
+	for i, v := range []int64{sp.Capacity, sp.Rate, sp.Interval, sp.Cost} {
 		params[i] = strconv.FormatInt(v, 10)
 	}
 	decide := func(ctx context.Context, key string) (bool, error) {
-		args := []string{"1", "", "1", params[0], params[1], params[2]}
+		args := []string{"1", "", "1", params[0], params[1], params[2], params[3]}
 		v, err := script.Exec(ctx, client, []string{keys.Key(key, spec)}, args).ToArray()
 		if err != nil {
 			return false, err

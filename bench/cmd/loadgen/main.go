@@ -84,7 +84,10 @@ type config struct {
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("loadgen: ")
-	cfg, err := parseFlags(os.Args[1:])
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -106,13 +109,13 @@ func main() {
 	}
 }
 
-func parseFlags(args []string) (config, error) {
+// parseFlags parses the command line; usage and flag errors go to out.
+func parseFlags(args []string, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	defAddr := os.Getenv("RATEKEEPER_REDIS_ADDR")
-	if defAddr == "" {
-		defAddr = "127.0.0.1:6379"
-	}
-	addr := fs.String("redis", defAddr, "Redis `address`, on loopback (default $RATEKEEPER_REDIS_ADDR, else 127.0.0.1:6379)")
+	fs.SetOutput(out)
+	// No default of the flag's own: the usage says the default once, and
+	// the environment is read only when the flag is not given.
+	addr := fs.String("redis", "", "Redis `address`, on loopback (default $RATEKEEPER_REDIS_ADDR, else 127.0.0.1:6379)")
 	conc := fs.String("conc", "1,16,128", "comma-separated `goroutine counts`")
 	dur := fs.Duration("dur", 5*time.Second, "measured time of each run, in two halves")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
@@ -126,6 +129,12 @@ func parseFlags(args []string) (config, error) {
 	prof := fs.String("cpuprofile", "", "write a CPU profile of the client to this `file`")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	if *addr == "" {
+		*addr = os.Getenv("RATEKEEPER_REDIS_ADDR")
+	}
+	if *addr == "" {
+		*addr = "127.0.0.1:6379"
 	}
 	cfg := config{addr: *addr, dur: *dur, warmup: *warmup, users: *users, rounds: *rounds,
 		policy: policy{Rate: *rate, Burst: *burst}, svg: *svg, prof: *prof}

@@ -1,0 +1,162 @@
+package memstore
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/results"
+)
+
+// entry is one key: the states of the policies it is used under. An entry
+// removed from the store is dead, and never used again: a decision that
+// finds it dead looks the key up anew, so that no two entries of one key
+// are ever updated.
+type entry struct {
+	mu    sync.Mutex
+	key   string
+	first slot    // the zero slot once dead; guarded by mu
+	more  *[]slot // the other slots, if any; guarded by mu
+	index int     // in Store.entries; guarded by Store.mu
+	// soonest is a lower bound of expires(), guarded by Store.mu, so that
+	// eviction and the sweep need not take every key's lock: decisions,
+	// which take no store lock, only ever postpone a key's expiry.
+	soonest int64
+}
+
+// slot is a key's state under one policy.
+type slot struct {
+	policy  driver.StateID
+	expires int64 // microseconds; the state is full again from then on
+	state   driver.State
+}
+
+// step runs spec's model on the slot's state at now, a state past its
+// expiry being full again (the same as a fresh key's), and moves the
+// expiry when the request took. It returns the decision in the spec's
+// units, for the caller to build the Result once it released the key's
+// lock.
+func (sl *slot) step(spec *driver.ValidSpec, now, n int64) driver.Outcome {
+	if now >= sl.expires {
+		sl.state = driver.State{}
+	}
+	o := spec.StepOne(&sl.state, now, n)
+	if o.Allowed && n > 0 {
+		sl.expires = now + o.ResetAfter
+	}
+	return o
+}
+
+// dead reports whether e was removed from the store. e.mu is held.
+func (e *entry) dead() bool { return e.first.policy == driver.StateID{} }
+
+// find returns the slot of the policy, or nil. e.mu is held.
+func (e *entry) find(p driver.StateID) *slot {
+	if e.first.policy == p {
+		return &e.first
+	}
+	if e.more != nil {
+		for i := range *e.more {
+			if sl := &(*e.more)[i]; sl.policy == p {
+				return sl
+			}
+		}
+	}
+	return nil
+}
+
+// add adds a slot to a live entry, or the first one to a new entry.
+// e.mu is held.
+func (e *entry) add(sl slot) {
+	if e.dead() {
+		e.first = sl
+		return
+	}
+	if e.more == nil {
+		e.more = new([]slot)
+	}
+	*e.more = append(*e.more, sl)
+}
+
+// drop removes the slot of the policy, if any, and reports whether e has
+// no slot left. e.mu is held.
+func (e *entry) drop(p driver.StateID) (empty bool) {
+	if e.more == nil {
+		if e.first.policy == p {
+			e.first = slot{}
+		}
+		return e.dead()
+	}
+	more := *e.more
+	last := len(more) - 1
+	if e.first.policy == p {
+		e.first = more[last]
+	} else if i := slices.IndexFunc(more, func(sl slot) bool { return sl.policy == p }); i >= 0 {
+		more[i] = more[last]
+	} else {
+		return false
+	}
+	more[last] = slot{}
+	if last == 0 {
+		e.more = nil
+	} else {
+		*e.more = more[:last]
+	}
+	return false
+}
+
+// expires returns when every state of e is full again. e.mu is held.
+func (e *entry) expires() int64 {
+	latest := e.first.expires
+	if e.more != nil {
+		for i := range *e.more {
+			latest = max(latest, (*e.more)[i].expires)
+		}
+	}
+	return latest
+}
+
+// exactExpires makes e.soonest exact, and returns it. Store.mu and e.mu
+// are held.
+func (e *entry) exactExpires() int64 {
+	e.soonest = e.expires()
+	return e.soonest
+}
+
+// decideAll runs an All's model on e's slots of its parts. e.mu is held.
+func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+	var fresh [driver.MaxParts]driver.State // for the parts e has no slot for
+	var sts [driver.MaxParts]*driver.State
+	var slots [driver.MaxParts]*slot
+	parts := spec.NumParts()
+	for i := range parts {
+		sl := e.find(spec.Part(i).StateID())
+		if sl == nil {
+			sts[i] = &fresh[i]
+			continue
+		}
+		if now >= sl.expires {
+			sl.state = driver.State{}
+		}
+		slots[i], sts[i] = sl, &sl.state
+	}
+	var out [driver.MaxParts]driver.Outcome
+	spec.StepAll(sts[:parts], now, n, out[:])
+	res := results.Join(spec, out[:parts])
+	if !res.Allowed || n == 0 {
+		return res
+	}
+	for i := range parts {
+		if sl := slots[i]; sl != nil {
+			sl.expires = now + out[i].ResetAfter
+		}
+	}
+	// Then the new slots, since adding one may move the others.
+	for i := range parts {
+		if slots[i] == nil {
+			e.add(slot{spec.Part(i).StateID(), now + out[i].ResetAfter, fresh[i]})
+		}
+	}
+	return res
+}
