@@ -39,7 +39,7 @@ func TestPolicyErrorNamesTheField(t *testing.T) {
 		{ratekeeper.SlidingWindowCounter{Limit: 1, Window: 1500 * time.Nanosecond}, "SlidingWindowCounter", "Window"},
 		{ratekeeper.LeakyBucket{LeakRate: 1}, "LeakyBucket", "Capacity"},
 		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: math.Inf(1)}, "LeakyBucket", "LeakRate"},
-		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 1e-6}, "LeakyBucket", "LeakRate"},
+		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 1e-12}, "LeakyBucket", "LeakRate"},
 		// Inside All and Named, the part's own error.
 		{ratekeeper.All(tb, ratekeeper.GCRA{Rate: 10, Period: time.Second}), "GCRA", "Burst"},
 		{ratekeeper.Named("x", ratekeeper.FixedWindow{Limit: 1}), "FixedWindow", "Window"},
