@@ -37,7 +37,6 @@ type Store struct {
 	now         func() time.Time // nil: the monotonic clock, from epoch
 	epoch       time.Time
 	epochMicros int64
-	nextValid   atomic.Uint32
 
 	// mu is held to add or remove a key, never to decide on one that
 	// exists.
