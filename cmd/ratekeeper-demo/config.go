@@ -461,11 +461,10 @@ var policyRules = []struct {
 }{
 	{regexp.MustCompile(`not a whole number of microseconds`), "", "%s must be a whole number of microseconds: at most 6 decimal places."},
 	{regexp.MustCompile(`below the resolution of 1e-6`), "", "%s must be at least 0.000001."},
-	{regexp.MustCompile(`below the resolution of 0\.001 per second`), "leak_rate", "%s must be at least 0.001 per second."},
 	{regexp.MustCompile(`more than one request per microsecond`), "rate", "%s must be at most one request per microsecond of the period."},
 	{regexp.MustCompile(`GCRA burst of .* spans more than`), "burst", "%s is too large for this rate: a burst must refill within 10 years."},
 	{regexp.MustCompile(`token bucket takes .* to fill`), "refill_rate", "The bucket would take more than 10 years to fill: raise the refill rate or shorten the refill interval."},
-	{regexp.MustCompile(`leaky_bucket window of .* out of range`), "leak_rate", "The bucket would take more than 10 years to drain: raise the leak rate."},
+	{regexp.MustCompile(`LeakyBucket of Capacity .* takes more than .* to drain`), "leak_rate", "The bucket would take more than 10 years to drain: raise the leak rate."},
 	{regexp.MustCompile(`must be between 1 and`), "", ""}, // the field's range
 }
 

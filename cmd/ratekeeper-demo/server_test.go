@@ -254,7 +254,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"", "refill_interval=0.0000001", 400, "refill_interval", "Refill interval must be a whole number of microseconds: at most 6 decimal places."},
 		{"", "refill_rate=0.0000001", 400, "refill_rate", "Refill rate must be at least 0.000001."},
 		{"", "algorithm=gcra&rate=5&period=0.000001", 400, "rate", "Rate must be at most one request per microsecond of the period."},
-		{"", "algorithm=leaky_bucket&leak_rate=0.0001", 400, "leak_rate", "Leak rate must be at least 0.001 per second."},
+		{"", "algorithm=leaky_bucket&leak_rate=0.00000001", 400, "leak_rate", "The bucket would take more than 10 years to drain: raise the leak rate."},
 		{"", "capacity=1000000000&refill_rate=0.000001&refill_interval=1", 400, "refill_rate", "more than 10 years to fill"},
 		{"", "algorithm=gcra&rate=1&period=300000000&burst=5", 400, "burst", "Burst is too large for this rate"},
 		// The request itself.
