@@ -701,8 +701,10 @@ func demoBinary(t *testing.T) string {
 	return filepath.Join(binDir, "ratekeeper-demo")
 }
 
+// TestMain removes the demo's binary, and says how many tests skipped for
+// want of Redis.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := redistest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
