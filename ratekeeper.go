@@ -119,8 +119,10 @@ type Option func(*Limiter)
 //
 // A store keeps a key's state per algorithm and name: limiters whose
 // policies share both share the state of a key, whatever their limits
-// (so a limit can be changed without resetting anyone), and a name keeps
-// a policy apart from others of its algorithm.
+// (so a limit can be changed without resetting anyone; with redisstore's
+// deny cache, a server keeps a denial it cached under the old limit until
+// it runs out), and a name keeps a policy apart from others of its
+// algorithm.
 func WithName(name string) Option {
 	return func(l *Limiter) { l.name = name }
 }

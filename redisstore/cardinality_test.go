@@ -24,7 +24,7 @@ func TestCardinality(t *testing.T) {
 		keys    = 5000
 		workers = 32
 		limit   = 5
-		period  = 500 * time.Millisecond
+		period  = 2 * time.Second
 	)
 	// Each request takes the whole limit, so that each key lives until its
 	// policy has refilled: about one period, two for the sliding window
