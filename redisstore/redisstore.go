@@ -21,10 +21,8 @@ package redisstore
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,80 +31,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/results"
 )
-
-//go:embed lua/*.lua
-var luaFiles embed.FS
-
-// algorithm is how one ratekeeper algorithm runs in Redis: the script of
-// one request, and that of a batch (batch.lua). For All, script is
-// all.lua's and batch is nil.
-type algorithm struct {
-	script   *redis.Script
-	src      string
-	batch    *redis.Script
-	batchSrc string
-}
-
-// algorithms are the scripts of the algorithms registered with the driver
-// that have a file lua/<name>.lua, by name.
-var algorithms = map[string]*algorithm{}
-
-// allScript decides for the policies of an All at once. It holds every
-// algorithm's function.
-var allScript *algorithm
-
-func init() {
-	var every []string
-	for _, name := range driver.Algorithms() {
-		if _, err := luaFiles.ReadFile("lua/" + name + ".lua"); err != nil {
-			continue // an algorithm without a script: Decide refuses it
-		}
-		src, batchSrc := luaScript([]string{name}, "single"), luaScript([]string{name}, "batch")
-		algorithms[name] = &algorithm{script: redis.NewScript(src), src: src,
-			batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
-		every = append(every, name)
-	}
-	src := luaScript(every, "all")
-	allScript = &algorithm{script: redis.NewScript(src), src: src}
-}
-
-// luaScript is a script as Redis receives it: lib.lua, the helpers the
-// algorithms call, the files of the named algorithms, and the entry file
-// (single, batch or all) that reads ARGV and calls them.
-func luaScript(names []string, entry string) string {
-	var src strings.Builder
-	src.WriteString(luaFile("lib"))
-	algs := make([]string, len(names))
-	for i, name := range names {
-		algs[i] = luaFile(name)
-	}
-	for _, helper := range luaHelpers {
-		for _, alg := range algs {
-			if strings.Contains(alg, helper+"(") {
-				src.WriteString(luaFile(helper))
-				break
-			}
-		}
-	}
-	for _, alg := range algs {
-		src.WriteString(alg)
-	}
-	src.WriteString(luaFile(entry))
-	return src.String()
-}
-
-// luaHelpers are the files of functions that algorithms may call, each
-// file named after its function.
-var luaHelpers = []string{"muldiv"}
-
-// luaFile returns the embedded file lua/<name>.lua, and a blank line.
-func luaFile(name string) string {
-	part, err := luaFiles.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err) // embedded at build time; cannot happen
-	}
-	return string(part) + "\n"
-}
 
 // DefaultKeyPrefix begins every Redis key the store writes.
 const DefaultKeyPrefix = "rk:"
@@ -314,27 +238,6 @@ func (s *Store) inline(ctx context.Context) bool {
 	return deadline && s.contextTimeouts
 }
 
-// scriptOf returns the script that decides for spec, or an error for a
-// spec not made by driver.Validate or an algorithm without a script.
-func scriptOf(spec *driver.ValidSpec) (*algorithm, error) {
-	if !spec.Valid() {
-		return nil, fmt.Errorf("redisstore: %w: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
-	}
-	if spec.IsAll() {
-		for _, p := range spec.Policies() {
-			if _, ok := algorithms[p.Algorithm()]; !ok {
-				return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, p.Algorithm())
-			}
-		}
-		return allScript, nil
-	}
-	alg, ok := algorithms[spec.Algorithm()]
-	if !ok {
-		return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm())
-	}
-	return alg, nil
-}
-
 // args are the script's ARGV: the cost, the time or "" for the server's
 // clock, the expiry slack, then the parameters; for an All, each policy's
 // algorithm and parameters.
@@ -383,58 +286,6 @@ func (s *Store) Reset(ctx context.Context, key string, spec *driver.ValidSpec) e
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	return nil
-}
-
-// Key returns the Redis key that holds key's state under spec (for an
-// All, its first policy's; see Keys).
-func (s *Store) Key(key string, spec *driver.ValidSpec) string {
-	if keys := s.Keys(key, spec); len(keys) > 0 {
-		return keys[0]
-	}
-	return ""
-}
-
-// Keys returns the Redis keys that hold key's state under spec, one per
-// policy: the caller's key inside a hash tag, so that different callers
-// spread over the slots of a Redis Cluster while all the keys of one
-// caller share a slot. A named policy adds its name:
-// "rk:{user:1}:gcra:per-second". Keys is nil for an unknown algorithm.
-func (s *Store) Keys(key string, spec *driver.ValidSpec) []string {
-	if _, err := scriptOf(spec); err != nil {
-		return nil
-	}
-	return s.keys(key, spec)
-}
-
-func (s *Store) keys(key string, spec *driver.ValidSpec) []string {
-	tag := s.prefix + "{" + escapeBraces(key) + "}"
-	if !spec.IsAll() {
-		return []string{stateKey(tag, spec)}
-	}
-	keys := make([]string, spec.NumParts())
-	for i := range keys {
-		keys[i] = stateKey(tag, spec.Part(i))
-	}
-	return keys
-}
-
-// stateKey is the key of one policy's state: the caller's tag, the
-// algorithm's short name, and the policy's StateName, if any.
-func stateKey(tag string, spec *driver.ValidSpec) string {
-	if name := spec.StateName(); name != "" {
-		return tag + ":" + spec.Short() + ":" + name
-	}
-	return tag + ":" + spec.Short()
-}
-
-// escapeBraces keeps a caller's key from closing the hash tag early (or
-// leaving it empty, which would hash each key on its own): "}" becomes
-// "%7D", "{" "%7B", and "%" "%25", so distinct keys stay distinct.
-func escapeBraces(key string) string {
-	if !strings.ContainsAny(key, "{}%") {
-		return key
-	}
-	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
 }
 
 var errReply = errors.New("redisstore: unexpected script reply")
