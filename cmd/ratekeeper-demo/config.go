@@ -41,48 +41,21 @@ type config struct {
 	LeakRate float64 `json:"leak_rate,omitempty"`
 }
 
-// defaults holds each algorithm's starting point: all of them about ten
-// requests at once and one a second after that, so that switching
-// between them shows how they differ rather than how their numbers do.
-var defaults = map[string]config{
-	driver.AlgorithmTokenBucket:          {Capacity: 10, RefillRate: 1, RefillInterval: 1},
-	driver.AlgorithmGCRA:                 {Rate: 1, Period: 1, Burst: 10},
-	driver.AlgorithmFixedWindow:          {Limit: 10, Window: 10},
-	driver.AlgorithmSlidingWindowLog:     {Limit: 10, Window: 10},
-	driver.AlgorithmSlidingWindowCounter: {Limit: 10, Window: 10},
-	driver.AlgorithmLeakyBucket:          {Capacity: 10, LeakRate: 1},
-}
-
-// params lists each algorithm's fields, as named in JSON and forms.
-var params = map[string][]string{
-	driver.AlgorithmTokenBucket:          {"capacity", "refill_rate", "refill_interval"},
-	driver.AlgorithmGCRA:                 {"rate", "period", "burst"},
-	driver.AlgorithmFixedWindow:          {"limit", "window"},
-	driver.AlgorithmSlidingWindowLog:     {"limit", "window"},
-	driver.AlgorithmSlidingWindowCounter: {"limit", "window"},
-	driver.AlgorithmLeakyBucket:          {"capacity", "leak_rate"},
-}
-
-// policyFields maps a field to the policy field that a
-// ratekeeper.PolicyError names, so that an error can be shown next to its
-// input.
-var policyFields = map[string]string{
-	"capacity":        "Capacity",
-	"refill_rate":     "RefillRate",
-	"refill_interval": "RefillInterval",
-	"rate":            "Rate",
-	"period":          "Period",
-	"burst":           "Burst",
-	"limit":           "Limit",
-	"window":          "Window",
-	"leak_rate":       "LeakRate",
-}
-
 func defaultConfig() config { return withAlgorithm(driver.AlgorithmTokenBucket) }
 
-func withAlgorithm(algorithm string) config {
-	c := defaults[algorithm]
-	c.Algorithm = algorithm
+// withAlgorithm is the named algorithm with its defaults.
+func withAlgorithm(name string) config {
+	c := config{Algorithm: name}
+	if a, ok := lookup(name); ok {
+		for _, f := range a.Fields {
+			switch p := f.ref(&c).(type) {
+			case *int64:
+				*p = int64(f.Default)
+			case *float64:
+				*p = f.Default
+			}
+		}
+	}
 	return c
 }
 
@@ -99,40 +72,21 @@ func invalid(field, format string, args ...any) error {
 	return &configError{field: field, msg: fmt.Sprintf(format, args...)}
 }
 
-// labels names each field as the page does.
-var labels = map[string]string{
-	"capacity": "Capacity", "refill_rate": "Refill rate", "refill_interval": "Refill interval",
-	"rate": "Rate", "period": "Period", "burst": "Burst",
-	"limit": "Limit", "window": "Window", "leak_rate": "Leak rate",
-	"algorithm": "Algorithm",
-}
-
-func label(field string) string {
-	if l, ok := labels[field]; ok {
-		return l
+// label names a field as the page does.
+func label(name string) string {
+	if name == "algorithm" {
+		return "Algorithm"
 	}
-	return field
-}
-
-// maxSeconds is the longest duration a policy may use, in seconds.
-var maxSeconds = ratekeeper.MaxPeriod.Seconds()
-
-// intRange is the range of a whole-number field of algorithm.
-func intRange(algorithm, field string) (lo, hi int64) {
-	switch {
-	case algorithm == driver.AlgorithmLeakyBucket && field == "capacity":
-		return 1, ratekeeper.MaxLeakyCapacity
-	case algorithm == driver.AlgorithmSlidingWindowLog && field == "limit":
-		return 1, ratekeeper.MaxLogLimit
+	if f, ok := anyField(name); ok {
+		return f.Label
 	}
-	return 1, ratekeeper.MaxLimit
+	return name
 }
 
 // wholeNumberError is the one message for a whole-number field out of
 // range or not a whole number at all.
-func wholeNumberError(algorithm, field string) error {
-	lo, hi := intRange(algorithm, field)
-	return invalid(field, "%s must be a whole number from %s to %s.", label(field), grouped(lo), grouped(hi))
+func wholeNumberError(f *field) error {
+	return invalid(f.Name, "%s must be a whole number from %s to %s.", f.Label, grouped(int64(f.Min)), grouped(int64(f.Max)))
 }
 
 // grouped writes n with thousands separators: 1,000,000,000.
@@ -288,7 +242,7 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 	if !ok || alg == "" {
 		alg = cur.Algorithm
 	}
-	names, ok := params[alg]
+	a, ok := lookup(alg)
 	if !ok {
 		return config{}, invalid("algorithm", "There is no algorithm %q: choose one of %s.", alg, strings.Join(algorithmNames(), ", "))
 	}
@@ -305,13 +259,14 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 		if k == "algorithm" {
 			continue
 		}
-		if !slices.Contains(names, k) {
-			if _, known := labels[k]; known {
-				return config{}, invalid(k, "%s is not a setting of %s, whose settings are %s.", k, alg, strings.Join(names, ", "))
+		f, ok := a.field(k)
+		if !ok {
+			if _, known := anyField(k); known {
+				return config{}, invalid(k, "%s is not a setting of %s, whose settings are %s.", k, alg, strings.Join(a.fieldNames(), ", "))
 			}
 			return config{}, invalid(k, "There is no setting %q.", k)
 		}
-		if err := c.set(k, strings.TrimSpace(fields[k])); err != nil {
+		if err := c.set(f, strings.TrimSpace(fields[k])); err != nil {
 			return config{}, err
 		}
 	}
@@ -319,80 +274,53 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 }
 
 func algorithmNames() []string {
-	names := make([]string, 0, len(params))
-	for name := range params {
-		names = append(names, name)
+	names := make([]string, len(algorithms))
+	for i, a := range algorithms {
+		names[i] = a.Name
 	}
 	slices.Sort(names)
 	return names
 }
 
-func (c *config) set(field, raw string) error {
-	switch field {
-	case "capacity":
-		return c.parseInt(field, raw, &c.Capacity)
-	case "refill_rate":
-		return parseFloat(field, raw, &c.RefillRate)
-	case "refill_interval":
-		return parseSeconds(field, raw, &c.RefillInterval)
-	case "rate":
-		return c.parseInt(field, raw, &c.Rate)
-	case "period":
-		return parseSeconds(field, raw, &c.Period)
-	case "burst":
-		return c.parseInt(field, raw, &c.Burst)
-	case "limit":
-		return c.parseInt(field, raw, &c.Limit)
-	case "window":
-		return parseSeconds(field, raw, &c.Window)
-	case "leak_rate":
-		return parseFloat(field, raw, &c.LeakRate)
-	}
-	return invalid(field, "There is no setting %q.", field)
-}
-
-func parseFloat(field, raw string, dst *float64) error {
+// set reads raw into c's field f, checked as f's kind and range.
+func (c *config) set(f *field, raw string) error {
 	x, err := strconv.ParseFloat(raw, 64)
-	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
-		return invalid(field, "%s must be a number above 0, such as 0.5.", label(field))
-	}
-	if x > ratekeeper.MaxLimit {
-		return invalid(field, "%s must be at most %s.", label(field), grouped(ratekeeper.MaxLimit))
-	}
-	*dst = x
-	return nil
-}
-
-// parseSeconds reads a duration in seconds, fractions allowed.
-func parseSeconds(field, raw string, dst *float64) error {
-	x, err := strconv.ParseFloat(raw, 64)
-	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
-		return invalid(field, "%s must be a number of seconds above 0, such as 1.5.", label(field))
-	}
-	if x > maxSeconds {
-		return invalid(field, "%s must be at most %s seconds (10 years).", label(field), grouped(int64(maxSeconds)))
-	}
-	*dst = x
-	return nil
-}
-
-// parseInt accepts whole numbers in the field's range, also written as
-// 5.0 or 1e3.
-func (c *config) parseInt(field, raw string, dst *int64) error {
-	lo, hi := intRange(c.Algorithm, field)
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil {
-		x, ferr := strconv.ParseFloat(raw, 64)
-		if ferr != nil || x != math.Trunc(x) || x < float64(lo) || x > float64(hi) {
-			return wholeNumberError(c.Algorithm, field)
+	bad := err != nil || math.IsNaN(x) || math.IsInf(x, 0)
+	switch p := f.ref(c).(type) {
+	case *int64:
+		// Whole numbers in range, also written as 5.0 or 1e3.
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			if bad || x != math.Trunc(x) || x < f.Min || x > f.Max {
+				return wholeNumberError(f)
+			}
+			n = int64(x)
 		}
-		n = int64(x)
+		if float64(n) < f.Min || float64(n) > f.Max {
+			return wholeNumberError(f)
+		}
+		*p = n
+	case *float64:
+		if bad || x <= 0 {
+			if f.Kind == kindSeconds {
+				return invalid(f.Name, "%s must be a number of seconds above 0, such as 1.5.", f.Label)
+			}
+			return invalid(f.Name, "%s must be a number above 0, such as 0.5.", f.Label)
+		}
+		if x > f.Max {
+			return tooLarge(f)
+		}
+		*p = x
 	}
-	if n < lo || n > hi {
-		return wholeNumberError(c.Algorithm, field)
-	}
-	*dst = n
 	return nil
+}
+
+// tooLarge says that a decimal or seconds field is above its range.
+func tooLarge(f *field) error {
+	if f.Kind == kindSeconds {
+		return invalid(f.Name, "%s must be at most %s seconds (10 years).", f.Label, grouped(int64(f.Max)))
+	}
+	return invalid(f.Name, "%s must be at most %s.", f.Label, grouped(int64(f.Max)))
 }
 
 // policy returns the configuration as a ratekeeper Policy. The library
@@ -477,10 +405,11 @@ func policyError(c config, err error) *configError {
 	text := err.Error()
 	field := ""
 	var pe *ratekeeper.PolicyError
-	if errors.As(err, &pe) {
-		for _, name := range params[c.Algorithm] {
-			if policyFields[name] == pe.Field {
-				field = name
+	a, _ := lookup(c.Algorithm)
+	if errors.As(err, &pe) && a != nil {
+		for _, f := range a.Fields {
+			if f.policy == pe.Field {
+				field = f.Name
 				break
 			}
 		}
@@ -493,7 +422,12 @@ func policyError(c config, err error) *configError {
 			field = r.field
 		}
 		if r.msg == "" {
-			return wholeNumberError(c.Algorithm, field).(*configError)
+			if a != nil {
+				if f, ok := a.field(field); ok {
+					return wholeNumberError(f).(*configError)
+				}
+			}
+			continue
 		}
 		if strings.Contains(r.msg, "%s") {
 			return &configError{field: field, msg: fmt.Sprintf(r.msg, label(field))}

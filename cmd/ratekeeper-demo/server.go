@@ -84,6 +84,9 @@ func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
 	}), http.MethodGet))
 	s.mux.Handle("/test", allow(http.HandlerFunc(s.handleTest), http.MethodPost))
 	s.mux.Handle("/config", allow(http.HandlerFunc(s.handleConfig), http.MethodPost))
+	s.mux.Handle("/algorithms", allow(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, algorithms)
+	}), http.MethodGet))
 	s.mux.Handle("/state", allow(http.HandlerFunc(s.handleState), http.MethodGet))
 	s.mux.Handle("/reset", allow(http.HandlerFunc(s.handleReset), http.MethodPost))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -133,8 +133,8 @@ func TestEveryAlgorithm(t *testing.T) {
 		"sliding_window_counter": `{"algorithm":"sliding_window_counter","limit":3,"window":3600}`,
 		"leaky_bucket":           `algorithm=leaky_bucket&capacity=3&leak_rate=0.001`,
 	}
-	if len(bodies) != len(params) {
-		t.Fatalf("the test covers %d algorithms of %d", len(bodies), len(params))
+	if len(bodies) != len(algorithms) {
+		t.Fatalf("the test covers %d algorithms of %d", len(bodies), len(algorithms))
 	}
 	forEachBackend(t, func(t *testing.T, be *backend) {
 		s := newTestServer(t, be)
@@ -520,4 +520,63 @@ func (failingStore) Decide(context.Context, string, *driver.ValidSpec, int64) (r
 
 func (failingStore) Reset(context.Context, string, *driver.ValidSpec) error {
 	return errors.New("store is down")
+}
+
+// TestAlgorithmsEndpoint checks that GET /algorithms serves the one table
+// the server parses with: every algorithm, with each field's label, kind,
+// range and a default that the server itself starts from.
+func TestAlgorithmsEndpoint(t *testing.T) {
+	s := newTestServer(t, memoryBackend(t))
+	w := do(t, s, http.MethodGet, "/algorithms", "", "")
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /algorithms: %d %s", w.Code, w.Body)
+	}
+	got := decode[[]algorithm](t, w)
+	want := map[string][]string{
+		"token_bucket":           {"capacity", "refill_rate", "refill_interval"},
+		"gcra":                   {"rate", "period", "burst"},
+		"fixed_window":           {"limit", "window"},
+		"sliding_window_log":     {"limit", "window"},
+		"sliding_window_counter": {"limit", "window"},
+		"leaky_bucket":           {"capacity", "leak_rate"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d algorithms, want %d: %s", len(got), len(want), w.Body)
+	}
+	for _, a := range got {
+		if a.Label == "" || a.Help == "" || a.Summary == "" || a.Level == "" || a.Short == "" {
+			t.Errorf("%s lacks a label, help, summary, level or short name: %+v", a.Name, a)
+		}
+		var names []string
+		for _, f := range a.Fields {
+			names = append(names, f.Name)
+			if f.Label == "" || f.Hint == "" || f.Max <= 0 {
+				t.Errorf("%s %s lacks a label, hint or range: %+v", a.Name, f.Name, f)
+			}
+			switch f.Kind {
+			case kindWhole, kindDecimal, kindSeconds:
+			default:
+				t.Errorf("%s %s has kind %q", a.Name, f.Name, f.Kind)
+			}
+			// The default the page shows is the one the server uses.
+			var parsed config
+			parsed.Algorithm = a.Name
+			if _, err := parseConfig(map[string]string{"algorithm": a.Name, f.Name: fmt.Sprint(f.Default)}, parsed); err != nil {
+				t.Errorf("%s %s default %v: %v", a.Name, f.Name, f.Default, err)
+			}
+		}
+		if fmt.Sprint(names) != fmt.Sprint(want[a.Name]) {
+			t.Errorf("%s fields %v, want %v", a.Name, names, want[a.Name])
+		}
+	}
+	// The sliding window log's limit is bounded by its own maximum, in
+	// the table and in the server's message alike.
+	for _, a := range got {
+		if a.Name != "sliding_window_log" {
+			continue
+		}
+		if a.Fields[0].Max != ratekeeper.MaxLogLimit {
+			t.Errorf("sliding_window_log limit max %v, want %d", a.Fields[0].Max, ratekeeper.MaxLogLimit)
+		}
+	}
 }
