@@ -84,6 +84,8 @@ func TestDemoPage(t *testing.T) {
 		t.Errorf("the live dot says %q", live)
 	}
 
+	checkFormFromTable(t, page, base)
+
 	// The picker shows the chosen algorithm's fields, and only those.
 	page.selectAlgorithm("gcra")
 	page.waitJS("the GCRA fields", `!document.getElementById("gcra-rate").closest("fieldset").hidden &&
@@ -791,5 +793,61 @@ func startDemo(t *testing.T, redisAddr string) (string, *testio.SyncBuffer) {
 			t.Fatalf("the demo server did not answer at %s within 15 s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkFormFromTable checks that the policy form is the server's table of
+// algorithms (GET /algorithms), not a copy of its own: every algorithm in
+// the select, and each field with its label, hint, default and range,
+// such as the sliding window log's smaller limit that only the table sets.
+func checkFormFromTable(t *testing.T, page *page, base string) {
+	t.Helper()
+	resp, err := http.Get(base + "/algorithms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	type field struct {
+		Name    string  `json:"name"`
+		Label   string  `json:"label"`
+		Hint    string  `json:"hint"`
+		Max     float64 `json:"max"`
+		Default float64 `json:"default"`
+	}
+	type algorithm struct {
+		Name   string  `json:"name"`
+		Label  string  `json:"label"`
+		Short  string  `json:"short"`
+		Fields []field `json:"fields"`
+	}
+	var table []algorithm
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
+		t.Fatalf("GET /algorithms: %v", err)
+	}
+	if len(table) == 0 {
+		t.Fatal("GET /algorithms lists no algorithm")
+	}
+	// The page's form, read back in the table's shape.
+	var form []algorithm
+	raw := page.eval(`JSON.stringify([...document.querySelectorAll("#algorithm option")].map((o) => ({
+		name: o.value, label: o.textContent,
+		fields: [...document.querySelectorAll('fieldset[data-algorithm="' + o.value + '"] input')].map((i) => ({
+			id: i.id, name: i.name,
+			label: document.querySelector('label[for="' + i.id + '"]').firstChild.textContent.trim(),
+			hint: document.querySelector('label[for="' + i.id + '"] small').textContent,
+			max: Number(i.max), default: Number(i.value),
+		})),
+	})))`)
+	if err := json.Unmarshal([]byte(raw), &form); err != nil {
+		t.Fatalf("reading the form %s: %v", raw, err)
+	}
+	for i := range table {
+		table[i].Short = "" // an id prefix, not shown
+	}
+	if got, want := fmt.Sprintf("%+v", form), fmt.Sprintf("%+v", table); got != want {
+		t.Errorf("the form is\n%s\nthe table is\n%s", got, want)
+	}
+	if page.eval(`document.getElementById("swl-limit").max`) == page.eval(`document.getElementById("fw-limit").max`) {
+		t.Error("the sliding window log's limit has the fixed window's range: the form is not the table")
 	}
 }

@@ -7,44 +7,9 @@ const WINDOW_MS = 30000; // the timeline's span
 const HEADERS = ['RateLimit-Policy', 'RateLimit', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'];
 const STATUS_TEXT = { 200: 'OK', 400: 'Bad Request', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
-const ALGORITHMS = {
-  token_bucket: {
-    name: 'Token bucket', unit: 'tokens left',
-    help: 'A bucket of capacity tokens; every refill interval adds refill rate tokens. Bursts up to capacity, then the refill rate.',
-    fields: [['capacity', ''], ['refill_rate', 'per interval'], ['refill_interval', 's']],
-    summary: (c) => `Bursts of up to ${c.capacity}, then ${c.refill_rate} every ${c.refill_interval} s.`,
-  },
-  gcra: {
-    name: 'GCRA', unit: 'requests left',
-    help: 'A bucket that refills continuously, one request every period / rate: no refill steps, one integer of state.',
-    fields: [['rate', 'per period'], ['period', 's'], ['burst', '']],
-    summary: (c) => `${c.rate} per ${c.period} s, bursts of up to ${c.burst}.`,
-  },
-  fixed_window: {
-    name: 'Fixed window', unit: 'left in this window',
-    help: 'Limit requests per window, counted from the first request. Up to twice the limit can pass across a window boundary.',
-    fields: [['limit', ''], ['window', 's']],
-    summary: (c) => `${c.limit} per ${c.window} s window.`,
-  },
-  sliding_window_log: {
-    name: 'Sliding window log', unit: 'left in the window',
-    help: 'Exactly limit requests in any rolling window: remembers the time of every request.',
-    fields: [['limit', ''], ['window', 's']],
-    summary: (c) => `${c.limit} in any ${c.window} s.`,
-  },
-  sliding_window_counter: {
-    name: 'Sliding window counter', unit: 'left (estimated)',
-    help: 'About limit requests in any rolling window, weighing the previous window\u2019s count: the memory of a fixed window, without its boundary bursts.',
-    fields: [['limit', ''], ['window', 's']],
-    summary: (c) => `About ${c.limit} in any ${c.window} s.`,
-  },
-  leaky_bucket: {
-    name: 'Leaky bucket', unit: 'free in the bucket',
-    help: 'Each request pours one into a bucket of capacity that drains leak rate per second; a request that would overflow it is rejected.',
-    fields: [['capacity', ''], ['leak_rate', 'per second']],
-    summary: (c) => `Holds ${c.capacity}, drains ${c.leak_rate} per second.`,
-  },
-};
+// ALGORITHMS is the server's table of algorithms (GET /algorithms), by
+// name: their labels, help, and fields with their hints and defaults.
+const ALGORITHMS = {};
 
 const $ = (id) => document.getElementById(id);
 
@@ -396,17 +361,47 @@ function selectAlgorithm(algorithm) {
   ui.algorithmHelp.textContent = ALGORITHMS[algorithm].help;
 }
 
+// buildForm fills the algorithm select and one fieldset per algorithm
+// from the server's table, each input starting at its default.
+function buildForm(table) {
+  const el = (tag, props, ...children) => {
+    const e = Object.assign(document.createElement(tag), props);
+    e.append(...children);
+    return e;
+  };
+  const sets = [];
+  for (const alg of table) {
+    ALGORITHMS[alg.name] = alg;
+    ui.algorithm.append(el('option', { value: alg.name, textContent: alg.label }));
+    const fs = el('fieldset', {}, el('legend', { className: 'visually-hidden', textContent: `${alg.label} parameters` }));
+    fs.dataset.algorithm = alg.name;
+    for (const f of alg.fields) {
+      const id = `${alg.short}-${f.name}`;
+      const input = el('input', { id, name: f.name, type: 'number', step: 'any', value: String(f.default) });
+      input.setAttribute('aria-describedby', `${id}-error`);
+      input.dataset.kind = f.kind;
+      if (f.kind === 'whole') input.min = String(f.min);
+      input.max = String(f.max);
+      const lbl = el('label', { htmlFor: id }, `${f.label} `, el('small', { textContent: f.hint }));
+      fs.append(el('div', { className: 'field' }, lbl, input, el('p', { id: `${id}-error`, className: 'field-error' })));
+    }
+    sets.push(fs);
+  }
+  ui.configError.before(...sets);
+}
+
 // showConfig shows the server's configuration; fillForm also copies it
 // into the form, which polling must not do while someone edits it.
 function showConfig(cfg, fillForm) {
-  if (!cfg) return;
+  if (!cfg || !ALGORITHMS[cfg.algorithm]) return; // before the table loads
   const changed = JSON.stringify(cfg) !== JSON.stringify(state.config);
   const first = state.config === null;
   state.config = cfg;
   if (!changed) return;
   const alg = ALGORITHMS[cfg.algorithm];
-  ui.summary.textContent = `${alg.name}: ${alg.summary(cfg)}`;
-  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(([name, unit]) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]));
+  const summary = alg.summary.replace(/\{(\w+)\}/g, (_, name) => cfg[name]);
+  ui.summary.textContent = `${alg.label}: ${summary}`;
+  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(({ name, unit }) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]));
   ui.current.replaceChildren(...rows.flatMap(([name, value]) => {
     const dt = document.createElement('dt');
     dt.textContent = name;
@@ -414,11 +409,11 @@ function showConfig(cfg, fillForm) {
     dd.textContent = value;
     return [dt, dd];
   }));
-  ui.unit.textContent = alg.unit;
+  ui.unit.textContent = alg.level;
   if (first || fillForm) {
     selectAlgorithm(cfg.algorithm);
     const fs = fieldset(cfg.algorithm);
-    for (const [name] of alg.fields) fs.querySelector(`[name="${name}"]`).value = cfg[name];
+    for (const { name } of alg.fields) fs.querySelector(`[name="${name}"]`).value = cfg[name];
   }
 }
 
@@ -705,6 +700,23 @@ document.addEventListener('visibilitychange', () => { if (!document.hidden) poll
 
 burstLabel();
 steadyLabel();
-selectAlgorithm(ui.algorithm.value);
-pollLoop();
 requestAnimationFrame(drawTimeline);
+start();
+
+// start builds the policy form from the server's table of algorithms,
+// then follows the server's state.
+async function start() {
+  for (;;) {
+    try {
+      const resp = await fetch('/algorithms');
+      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+      buildForm(await resp.json());
+      break;
+    } catch (err) {
+      ui.summary.textContent = `Loading the algorithms failed (${err.message}); retrying…`;
+      await sleep(1000);
+    }
+  }
+  selectAlgorithm(ui.algorithm.value);
+  pollLoop();
+}
