@@ -91,8 +91,11 @@ type Result struct {
 // Implementations are safe for concurrent use, and make each decision
 // atomically: redisstore in one Lua script call, memstore under a lock.
 // Stores are called with validated input: the policy validated by New, a
-// valid key, and 0 <= n <= spec.MaxCost(). The package driver holds what
-// a Store is written with.
+// valid key, and 0 <= n <= spec.MaxCost(). Decide returns by the end of
+// ctx: one that has not decided by then returns ctx's error or one
+// wrapping it, so that callers such as httplimit bound a decision by its
+// context alone, without a goroutine of their own. The package driver
+// holds what a Store is written with.
 type Store interface {
 	// Decide takes n from key under spec and reports the Result. It
 	// consumes nothing when the request is denied, and n = 0 only peeks.

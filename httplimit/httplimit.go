@@ -189,30 +189,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 }
 
 // decide asks the limiter, waiting no longer than the store timeout. The
-// call runs in its own goroutine so that the bound holds even for a store
-// blocked somewhere that does not watch ctx: the Store interface does not
-// promise to, and a hung store must not hang the request.
+// call runs on the request's goroutine: a Store returns by the end of its
+// context, so the deadline alone bounds the wait.
 func (m *middleware) decide(ctx context.Context, key string, cost int64) (ratekeeper.Result, error) {
 	if m.timeout <= 0 {
 		return m.lim.AllowN(ctx, key, cost)
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	type reply struct {
-		res ratekeeper.Result
-		err error
+	res, err := m.lim.AllowN(ctx, key, cost)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("httplimit: no decision within %v: %w", m.timeout, err)
 	}
-	done := make(chan reply, 1)
-	go func() {
-		res, err := m.lim.AllowN(ctx, key, cost)
-		done <- reply{res, err}
-	}()
-	select {
-	case rep := <-done:
-		return rep.res, rep.err
-	case <-ctx.Done():
-		return ratekeeper.Result{}, fmt.Errorf("httplimit: no decision within %v: %w", m.timeout, ctx.Err())
-	}
+	return res, err
 }
 
 func (m *middleware) reject(w http.ResponseWriter, r *http.Request, err error) {

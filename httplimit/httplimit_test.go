@@ -700,12 +700,17 @@ func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration)
 	}
 }
 
-// hungStore never answers, and ignores its context.
+// hungStore never answers before its context ends, as a Store blocked on
+// a peer that does not answer.
 type hungStore struct{ release chan struct{} }
 
-func (s hungStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
-	<-s.release
-	return ratekeeper.Result{}, errors.New("released")
+func (s hungStore) Decide(ctx context.Context, _ string, _ *driver.ValidSpec, _ int64) (ratekeeper.Result, error) {
+	select {
+	case <-s.release:
+		return ratekeeper.Result{}, errors.New("released")
+	case <-ctx.Done():
+		return ratekeeper.Result{}, ctx.Err()
+	}
 }
 
 func (s hungStore) Reset(context.Context, string, *driver.ValidSpec) error { return nil }

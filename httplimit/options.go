@@ -110,8 +110,9 @@ func WithHeaderStyle(s HeaderStyle) Option {
 
 // WithStoreTimeout bounds the wait for each decision (default
 // DefaultStoreTimeout); past it, the limiter has failed and the failure
-// policy applies. The bound holds even with a store that ignores context
-// deadlines. d <= 0 removes it, leaving only the request's context.
+// policy applies. It is the deadline of the decision's context, which
+// every Store honours. d <= 0 removes it, leaving only the request's
+// context.
 func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.timeout = d })
 }
