@@ -11,6 +11,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // TestSlidingWindowLogClockStepBack: 5 per 5 s; 3 admitted at T, the clock
@@ -18,7 +19,7 @@ import (
 // again. The requests admitted behind must not leave before those of T:
 // nothing more passes until T + 5 s.
 func TestSlidingWindowLogClockStepBack(t *testing.T) {
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.SlidingWindowLog{Limit: 5, Window: 5 * sec})
 		forget(t, lim, "k")
@@ -111,7 +112,7 @@ func TestClockStepBack(t *testing.T) {
 			t.Parallel()
 			for _, returns := range []bool{false, true} {
 				t.Run(map[bool]string{false: "lags", true: "returns"}[returns], func(t *testing.T) {
-					forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+					forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 						checkStepBack(t, clock, newLimiter(t, store, pc.policy), pc.quantum, returns)
 					})
 				})
@@ -120,7 +121,7 @@ func TestClockStepBack(t *testing.T) {
 	}
 }
 
-func checkStepBack(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, quantum time.Duration, returns bool) {
+func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter, quantum time.Duration, returns bool) {
 	ctx := context.Background()
 	forget(t, lim, "k")
 	spec := lim.Spec()
@@ -237,7 +238,7 @@ func TestTimeOutOfRange(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")

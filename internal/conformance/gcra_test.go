@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // A scenario is a scripted scenario of any policy, written in the steps of
@@ -25,7 +26,7 @@ type scenario struct {
 func runScenarios(t *testing.T, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				lim := newLimiter(t, store, sc.policy)
 				runSteps(t, clock, lim, sc.steps)
 				checkCostTooHigh(t, lim, "k")
@@ -36,7 +37,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 
 // runSteps makes the steps' requests through lim, advancing clock to the
 // time of each, and fails t at the first Result that differs.
-func runSteps(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, steps []tbStep) {
+func runSteps(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter, steps []tbStep) {
 	t.Helper()
 	ctx := context.Background()
 	keys := []string{"k"}

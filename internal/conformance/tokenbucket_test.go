@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 const (
@@ -251,7 +252,7 @@ func TestTokenBucketInvalidInput(t *testing.T) {
 		{name: "peek with an empty key", key: "", n: 0, is: []error{ratekeeper.ErrInvalidKey}},
 		{name: "key too long", key: tooLong, n: 1, is: []error{ratekeeper.ErrInvalidKey}, resets: true},
 	}
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, policy)
 		forget(t, lim, "k", longest)
