@@ -84,7 +84,7 @@ func TestAllScenario(t *testing.T) {
 				continue
 			}
 			got, err := lim.AllowN(ctx, "k", st.n)
-			if err != nil || !reflect.DeepEqual(got, st.want) {
+			if err != nil || testutil.DiffResult(got, st.want) != "" {
 				t.Fatalf("step %d: AllowN(%d) at %v = %+v, %v\nwant %+v", i, st.n, at, got, err, st.want)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
@@ -174,7 +173,7 @@ func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter,
 			if err != nil {
 				t.Fatalf("request %d: AllowN(%d): %v", i, n, err)
 			}
-			if !reflect.DeepEqual(got, want) {
+			if testutil.DiffResult(got, want) != "" {
 				t.Fatalf("request %d: AllowN(%d) at real %v, %v behind:\nstore %+v\nmodel %+v", i, n, real, lag, got, want)
 			}
 			floor.after(now, n, got)
@@ -249,7 +248,7 @@ func TestTimeOutOfRange(t *testing.T) {
 					clock.Advance(at.Sub(clock.Now()))
 					for _, n := range []int64{0, 1} {
 						res, err := lim.AllowN(ctx, "k", n)
-						if !errors.Is(err, ratekeeper.ErrInvalidTime) || !reflect.DeepEqual(res, ratekeeper.Result{}) {
+						if !errors.Is(err, ratekeeper.ErrInvalidTime) || testutil.DiffResult(res, ratekeeper.Result{}) != "" {
 							t.Fatalf("AllowN(%d) at %v: %+v, %v; want an error matching ErrInvalidTime", n, at, res, err)
 						}
 					}

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"reflect"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func TestExpiryNeverChangesDecisions(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(a, b) {
+					if testutil.DiffResult(a, b) != "" {
 						t.Fatalf("step %d, cost %d at start+%v (%d resets of B so far):\nkept      %+v\nforgotten %+v",
 							i, n, clock.Elapsed(), forgotten, a, b)
 					}
@@ -116,7 +115,7 @@ func TestRedisKeyExpiresWhenFull(t *testing.T) {
 	}
 	// Its expiry lost nothing: the key starts as a fresh one, phase and all.
 	want := ratekeeper.Result{Policy: lim.Name(), Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 200 * time.Millisecond}
-	if res, err := lim.Allow(ctx, "k"); err != nil || !reflect.DeepEqual(res, want) {
+	if res, err := lim.Allow(ctx, "k"); err != nil || testutil.DiffResult(res, want) != "" {
 		t.Fatalf("Allow after expiry: %+v, %v; want %+v", res, err, want)
 	}
 }

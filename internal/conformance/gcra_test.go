@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -78,7 +77,7 @@ func runSteps(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter, step
 		}
 		want := st.want
 		want.Limit, want.Policy = lim.Spec().Limit(), lim.Name()
-		if !reflect.DeepEqual(got, want) {
+		if testutil.DiffResult(got, want) != "" {
 			t.Fatalf("step %d: %s at %v:\ngot  %+v\nwant %+v", i, call, at, got, want)
 		}
 	}
@@ -94,10 +93,10 @@ func checkCostTooHigh(t *testing.T, lim *ratekeeper.Limiter, key string) {
 		t.Fatal(err)
 	}
 	n := lim.Spec().MaxCost() + 1
-	if res, err := lim.AllowN(ctx, key, n); !errors.Is(err, ratekeeper.ErrCostTooHigh) || !reflect.DeepEqual(res, ratekeeper.Result{}) {
+	if res, err := lim.AllowN(ctx, key, n); !errors.Is(err, ratekeeper.ErrCostTooHigh) || testutil.DiffResult(res, ratekeeper.Result{}) != "" {
 		t.Errorf("AllowN(%q, %d): %+v, %v; want the zero Result and an error matching %v", key, n, res, err, ratekeeper.ErrCostTooHigh)
 	}
-	if after, err := lim.Peek(ctx, key); err != nil || !reflect.DeepEqual(after, before) {
+	if after, err := lim.Peek(ctx, key); err != nil || testutil.DiffResult(after, before) != "" {
 		t.Errorf("Peek(%q) went from %+v to %+v (%v) on a cost too high", key, before, after, err)
 	}
 }
