@@ -25,7 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/testio"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 const (
@@ -716,7 +716,7 @@ func TestMain(m *testing.M) {
 // startDemo runs the demo server on a free loopback port, with the Redis
 // at redisAddr or else the in-process store, and stops it when t ends. It
 // returns the server's URL and its log.
-func startDemo(t *testing.T, redisAddr string) (string, *testio.SyncBuffer) {
+func startDemo(t *testing.T, redisAddr string) (string, *testutil.SyncBuffer) {
 	bin := demoBinary(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -734,7 +734,7 @@ func startDemo(t *testing.T, redisAddr string) (string, *testio.SyncBuffer) {
 	if redisAddr != "" {
 		env = append(env, "REDIS_URL=redis://"+redisAddr)
 	}
-	logs := new(testio.SyncBuffer)
+	logs := new(testutil.SyncBuffer)
 	server := exec.Command(bin, "-addr", addr)
 	server.Env = env
 	server.Stdout, server.Stderr = logs, logs

@@ -25,6 +25,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -38,24 +39,8 @@ var quiet = slog.New(slog.DiscardHandler)
 // open, would count as allowed.
 var unhurried = WithStoreTimeout(0)
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock returns a controlled clock at a fixed start.
+func newClock() *testutil.Clock { return testutil.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // backend is a limiter over one of the stores, with a count of the keys
 // its store holds.
@@ -631,32 +616,6 @@ func TestCost(t *testing.T) {
 	}
 }
 
-// logBuffer collects a logger's records as JSON lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var recs []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
-		var rec map[string]any
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		recs = append(recs, rec)
-	}
-	return recs
-}
-
 // checkFailures runs one request through each failure policy against a
 // failing limiter, and checks the answers, their speed, and the logs.
 func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration) {
@@ -676,7 +635,7 @@ func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration)
 			w.WriteHeader(http.StatusBadGateway)
 		}), http.StatusBadGateway},
 	} {
-		var logs logBuffer
+		var logs testutil.SyncBuffer
 		logger := slog.New(slog.NewJSONHandler(&logs, nil))
 		h := Middleware(lim, tt.opt, WithStoreTimeout(timeout), WithLogger(logger))(served)
 		start := time.Now()
@@ -693,7 +652,7 @@ func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration)
 		if w.Header().Get("RateLimit") != "" {
 			t.Errorf("%s: RateLimit %q without a decision", tt.name, w.Header().Get("RateLimit"))
 		}
-		recs := logs.records(t)
+		recs := logs.JSONRecords(t)
 		if len(recs) != 1 || recs[0]["level"] != "ERROR" || recs[0]["key"] != "ip:203.0.113.7" || recs[0]["err"] == "" {
 			t.Errorf("%s: logged %v, want one error with the key and the error", tt.name, recs)
 		}
@@ -800,14 +759,14 @@ func TestRedisHung(t *testing.T) {
 func TestClientGone(t *testing.T) {
 	s := hungStore{make(chan struct{})}
 	defer close(s.release)
-	var logs logBuffer
+	var logs testutil.SyncBuffer
 	h := Middleware(newLimiter(t, s, slow(5)), WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))(okHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
-	if w.Code != http.StatusOK || w.Body.Len() != 0 || logs.buf.Len() != 0 {
-		t.Errorf("a request whose client has gone got %d %q, logged %q; want nothing", w.Code, w.Body, logs.buf.String())
+	if w.Code != http.StatusOK || w.Body.Len() != 0 || logs.Len() != 0 {
+		t.Errorf("a request whose client has gone got %d %q, logged %q; want nothing", w.Code, w.Body, logs.String())
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -14,20 +13,14 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
-// fakeClock is a controlled clock for memstore.WithClock.
-type fakeClock struct{ us atomic.Int64 }
-
-func newClock() *fakeClock {
-	c := new(fakeClock)
-	c.us.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
-	return c
+// newClock returns a controlled clock for memstore.WithClock.
+func newClock() *testutil.Clock {
+	return testutil.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-
-func (c *fakeClock) Now() time.Time          { return time.UnixMicro(c.us.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.us.Add(d.Microseconds()) }
 
 // policies holds one policy per algorithm, each admitting 3 requests at
 // once.
@@ -57,17 +50,6 @@ func newLimiter(t testing.TB, s *memstore.Store, p ratekeeper.Policy) *ratekeepe
 	return lim
 }
 
-// wantResult checks the fields of res that do not depend on the clock.
-func wantResult(t *testing.T, what string, res ratekeeper.Result, err error, allowed bool, remaining float64) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if res.Allowed != allowed || res.Remaining != remaining {
-		t.Fatalf("%s = %+v, want Allowed %t, Remaining %g", what, res, allowed, remaining)
-	}
-}
-
 func TestMaxKeys(t *testing.T) {
 	s := newStore(t, memstore.WithMaxKeys(1000))
 	lim := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 5, RefillRate: 1, RefillInterval: time.Hour})
@@ -76,11 +58,11 @@ func TestMaxKeys(t *testing.T) {
 	for i := range 100_000 {
 		key := fmt.Sprint("k", i)
 		res, err := lim.Allow(ctx, key)
-		wantResult(t, "Allow on "+key, res, err, true, 4)
+		testutil.WantResult(t, "Allow on "+key, res, err, true, 4)
 		if i%10 == 0 {
 			// The key just added kept its state.
 			res, err = lim.Allow(ctx, key)
-			wantResult(t, "second Allow on "+key, res, err, true, 3)
+			testutil.WantResult(t, "second Allow on "+key, res, err, true, 3)
 		}
 	}
 	if s.MaxKeys() < 1000 {
@@ -107,13 +89,13 @@ func TestEvictsKeyFullFirst(t *testing.T) {
 	// full again first.
 	for i := range 16 {
 		res, err := lim.AllowN(ctx, fmt.Sprint("k", i), int64(16-i))
-		wantResult(t, fmt.Sprint("AllowN on k", i), res, err, true, float64(100-16+i))
+		testutil.WantResult(t, fmt.Sprint("AllowN on k", i), res, err, true, float64(100-16+i))
 		clock.Advance(time.Millisecond)
 	}
 	for i := range 16 {
 		// New keys take so much that they are full again last.
 		res, err := lim.AllowN(ctx, fmt.Sprint("new", i), 100)
-		wantResult(t, fmt.Sprint("AllowN on new", i), res, err, true, 0)
+		testutil.WantResult(t, fmt.Sprint("AllowN on new", i), res, err, true, 0)
 		if s.Len() != 16 || s.Evictions() != int64(i+1) {
 			t.Fatalf("after %d new keys: Len() = %d, Evictions() = %d; want 16, %d", i+1, s.Len(), s.Evictions(), i+1)
 		}
@@ -125,7 +107,7 @@ func TestEvictsKeyFullFirst(t *testing.T) {
 			if evicted {
 				want = 100
 			}
-			wantResult(t, fmt.Sprintf("after %d new keys, Peek on k%d", i+1, j), res, err, true, want)
+			testutil.WantResult(t, fmt.Sprintf("after %d new keys, Peek on k%d", i+1, j), res, err, true, want)
 		}
 	}
 }
@@ -139,20 +121,20 @@ func TestEvictsExpiredBeforeLive(t *testing.T) {
 	// Key i takes i+1 tokens, so it is full again after i+1 seconds.
 	for i := range 16 {
 		res, err := lim.AllowN(ctx, fmt.Sprint("k", i), int64(i+1))
-		wantResult(t, fmt.Sprint("AllowN on k", i), res, err, true, float64(99-i))
+		testutil.WantResult(t, fmt.Sprint("AllowN on k", i), res, err, true, float64(99-i))
 	}
 	// k0, k1 and k2 expire; refills leave the others 3 tokens richer.
 	clock.Advance(3 * time.Second)
 	for i := range 3 {
 		res, err := lim.Allow(ctx, fmt.Sprint("new", i))
-		wantResult(t, fmt.Sprint("Allow on new", i), res, err, true, 99)
+		testutil.WantResult(t, fmt.Sprint("Allow on new", i), res, err, true, 99)
 	}
 	if s.Len() != 16 {
 		t.Errorf("Len() = %d, want 16", s.Len())
 	}
 	for i := 3; i < 16; i++ {
 		res, err := lim.Peek(ctx, fmt.Sprint("k", i))
-		wantResult(t, fmt.Sprint("Peek on live key k", i), res, err, true, float64(99-i+3))
+		testutil.WantResult(t, fmt.Sprint("Peek on live key k", i), res, err, true, float64(99-i+3))
 	}
 }
 
@@ -168,7 +150,7 @@ func TestSweep(t *testing.T) {
 		for i := range 100 {
 			var err error
 			res, err = lim.AllowN(ctx, fmt.Sprint("k", i), 2)
-			wantResult(t, alg+": AllowN(2)", res, err, true, 1)
+			testutil.WantResult(t, alg+": AllowN(2)", res, err, true, 1)
 		}
 
 		clock.Advance(res.ResetAfter - time.Microsecond)
@@ -187,7 +169,7 @@ func TestSweep(t *testing.T) {
 		for _, n := range []int64{0, 3, 1} {
 			got, err := lim.AllowN(ctx, "k0", n)
 			want, _ := fresh.AllowN(ctx, "k0", n)
-			if err != nil || !reflect.DeepEqual(got, want) {
+			if err != nil || testutil.DiffResult(got, want) != "" {
 				t.Fatalf("%s: AllowN(%d) on a swept key = %+v, %v; a fresh key gets %+v", alg, n, got, err, want)
 			}
 		}
@@ -200,7 +182,7 @@ func TestBackgroundSweep(t *testing.T) {
 	ctx := context.Background()
 	for i := range 100 {
 		res, err := lim.Allow(ctx, fmt.Sprint("k", i))
-		wantResult(t, "Allow", res, err, true, 0)
+		testutil.WantResult(t, "Allow", res, err, true, 0)
 	}
 	if !eventually(func() bool { return s.Len() == 0 }) {
 		t.Errorf("Len() = %d: the background sweep did not free expired keys", s.Len())
@@ -222,7 +204,7 @@ func TestClose(t *testing.T) {
 	// The store stays usable, and nothing sweeps it any more.
 	lim := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: time.Microsecond})
 	res, err := lim.Allow(context.Background(), "k")
-	wantResult(t, "Allow after Close", res, err, true, 0)
+	testutil.WantResult(t, "Allow after Close", res, err, true, 0)
 	time.Sleep(20 * time.Millisecond)
 	if s.Len() != 1 {
 		t.Errorf("Len() = %d: a sweep ran after Close", s.Len())
@@ -340,11 +322,11 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 	for i, lim := range lims {
 		alg := lim.Spec().Algorithm()
 		res, err := lim.AllowN(ctx, "k", 3)
-		wantResult(t, alg+": AllowN(3)", res, err, true, 0)
+		testutil.WantResult(t, alg+": AllowN(3)", res, err, true, 0)
 		// The algorithms not used yet still see a fresh key.
 		for _, other := range lims[i+1:] {
 			res, err := other.Peek(ctx, "k")
-			wantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm(), alg), res, err, true, 3)
+			testutil.WantResult(t, fmt.Sprintf("%s: Peek after %s took all", other.Spec().Algorithm(), alg), res, err, true, 3)
 		}
 	}
 	if s.Len() != 1 {
@@ -360,9 +342,9 @@ func TestAlgorithmsKeepSeparateState(t *testing.T) {
 			res, err := other.Peek(ctx, "k")
 			what := fmt.Sprintf("%s: Peek after %d resets", other.Spec().Algorithm(), i+1)
 			if j <= i {
-				wantResult(t, what, res, err, true, 3)
+				testutil.WantResult(t, what, res, err, true, 3)
 			} else {
-				wantResult(t, what, res, err, false, 0)
+				testutil.WantResult(t, what, res, err, false, 0)
 			}
 		}
 		if want := min(1, len(order)-1-i); s.Len() != want {
@@ -450,7 +432,7 @@ func TestDecideRejectsInvalidCost(t *testing.T) {
 			}
 		}
 		res, err := lim.Peek(ctx, "k")
-		wantResult(t, spec.Algorithm()+": Peek after invalid costs", res, err, true, 3)
+		testutil.WantResult(t, spec.Algorithm()+": Peek after invalid costs", res, err, true, 3)
 	}
 }
 
@@ -489,13 +471,13 @@ func TestEvictionsCountsOnlyLiveKeys(t *testing.T) {
 	lim := newLimiter(t, s, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 3 * time.Millisecond})
 	ctx := context.Background()
 	res, err := lim.Allow(ctx, "a") // full again 3ms later
-	wantResult(t, "Allow on a", res, err, true, 0)
+	testutil.WantResult(t, "Allow on a", res, err, true, 0)
 	clock.Advance(2 * time.Millisecond)
 	slowed.Store(true)
 	// b's decision reads the clock 1ms before a is full again; when b
 	// evicts a, 1ms after it.
 	res, err = lim.Allow(ctx, "b")
-	wantResult(t, "Allow on b", res, err, true, 0)
+	testutil.WantResult(t, "Allow on b", res, err, true, 0)
 	if s.Len() != 1 || s.Evictions() != 0 {
 		t.Errorf("Len() = %d, Evictions() = %d after a new key replaced an expired one; want 1, 0 (clock read %d times)",
 			s.Len(), s.Evictions(), reads.Load())

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,12 +15,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/metrics"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -86,31 +86,13 @@ func format(m map[string]float64) string {
 
 func lint(t *testing.T, m *metrics.Metrics) {
 	t.Helper()
-	problems, err := testutil.CollectAndLint(m)
+	problems, err := promtest.CollectAndLint(m)
 	if err != nil {
 		t.Fatalf("CollectAndLint: %v", err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-}
-
-// clock is a settable time for memstore.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 func newMemstore(t *testing.T, opts ...memstore.Option) *memstore.Store {
@@ -186,7 +168,7 @@ func TestDecisions(t *testing.T) {
 
 func TestAll(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Unix(1_700_000_000, 0)}
+	clk := testutil.NewClock(time.Unix(1_700_000_000, 0))
 	m := metrics.New()
 	store := m.Wrap(newMemstore(t, memstore.WithClock(clk.Now)))
 	lim := newLimiter(t, store, ratekeeper.All(
@@ -208,7 +190,7 @@ func TestAll(t *testing.T) {
 		{0, 2, false, "hourly"},          // both deny; hourly for longer
 	}
 	for i, s := range steps {
-		clk.Add(s.advance)
+		clk.Advance(s.advance)
 		res, err := lim.AllowN(ctx, "user:1", s.cost)
 		if err != nil {
 			t.Fatal(err)
@@ -315,21 +297,10 @@ func closedAddr(t *testing.T) string {
 }
 
 // logBuffer collects log records at every level.
-func logBuffer() (*slog.Logger, *bytes.Buffer) {
-	var buf bytes.Buffer
-	h := slog.NewTextHandler(&lockedWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})
-	return slog.New(h), &buf
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func logBuffer() (*slog.Logger, *testutil.SyncBuffer) {
+	buf := new(testutil.SyncBuffer)
+	h := slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(h), buf
 }
 
 func TestStoreFailure(t *testing.T) {
@@ -523,7 +494,7 @@ func TestOptions(t *testing.T) {
 	}
 
 	bare := metrics.New(metrics.WithNamespace(""))
-	if n := testutil.CollectAndCount(bare); n != 0 {
+	if n := promtest.CollectAndCount(bare); n != 0 {
 		t.Errorf("a fresh Metrics collected %d series", n)
 	}
 	spec, err := driver.Validate(driver.Spec{Algorithm: driver.AlgorithmFixedWindow, Name: "x", Limit: 1, MaxCost: 1,
@@ -532,7 +503,7 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	bare.Wrap(newMemstore(t)).Decide(context.Background(), "k", spec, 1)
-	if n := testutil.CollectAndCount(bare, "decisions_total"); n != 3 {
+	if n := promtest.CollectAndCount(bare, "decisions_total"); n != 3 {
 		t.Errorf("bare decisions_total has %d series, want 3", n)
 	}
 	if m.Wrap(nil) != nil {

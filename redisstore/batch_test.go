@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // batchPolicies are one policy of every algorithm that has a batch
@@ -76,7 +76,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					}
 					got, err1 := parseReply(spec, c.reply)
 					exp, err2 := parseReply(spec, want[i].reply)
-					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
+					if err1 != nil || err2 != nil || testutil.DiffResult(got, exp) != "" {
 						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
 							round, i, c.keys[0], c.args[0], got, err1, exp, err2)
 					}

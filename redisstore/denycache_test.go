@@ -10,30 +10,13 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// fakeClock is a clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestDenyCacheAnswersExactlyWhatRedisWould(t *testing.T) {
 	client := redistest.Client(t)
-	clock := &fakeClock{now: time.Unix(1_900_000_000, 0)}
+	clock := testutil.NewClock(time.Unix(1_900_000_000, 0))
 	prefix := redistest.Prefix(t)
 	cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now), redisstore.WithDenyCache(100))
 	direct := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now))
@@ -190,7 +173,7 @@ func TestDenyCacheResetRace(t *testing.T) {
 // parameters on the same store is never answered by another's denial.
 func TestDenyCacheDifferentLimitsUnderOneName(t *testing.T) {
 	client := redistest.Client(t)
-	clock := &fakeClock{now: time.Unix(1_900_000_000, 0)}
+	clock := testutil.NewClock(time.Unix(1_900_000_000, 0))
 	prefix := redistest.Prefix(t)
 	oldLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Minute}
 	newLimit := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: time.Second}

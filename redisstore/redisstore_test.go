@@ -15,6 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -72,17 +73,6 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// wantResult checks the fields of res that do not depend on the clock.
-func wantResult(t *testing.T, what string, res ratekeeper.Result, err error, allowed bool, remaining float64) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if res.Allowed != allowed || res.Remaining != remaining {
-		t.Fatalf("%s = %+v, want Allowed %t, Remaining %g", what, res, allowed, remaining)
-	}
 }
 
 func TestNewDoesNotContactRedis(t *testing.T) {
@@ -143,10 +133,10 @@ func TestScriptFlush(t *testing.T) {
 				for _, lim := range lims {
 					alg := lim.Spec().Algorithm()
 					res, err := lim.Allow(ctx, "k")
-					wantResult(t, fmt.Sprintf("%s: Allow %d after SCRIPT FLUSH", alg, i+1), res, err, true, float64(2-i))
+					testutil.WantResult(t, fmt.Sprintf("%s: Allow %d after SCRIPT FLUSH", alg, i+1), res, err, true, float64(2-i))
 					// Loaded again, the script is found by its hash.
 					res, err = lim.Peek(ctx, "k")
-					wantResult(t, fmt.Sprintf("%s: Peek %d", alg, i+1), res, err, i < 2, float64(2-i))
+					testutil.WantResult(t, fmt.Sprintf("%s: Peek %d", alg, i+1), res, err, i < 2, float64(2-i))
 				}
 			}
 		})
@@ -167,11 +157,11 @@ func TestUniversalClient(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
 
 	res, err := lim.AllowN(ctx, "k", 2)
-	wantResult(t, "AllowN(2)", res, err, true, 1)
+	testutil.WantResult(t, "AllowN(2)", res, err, true, 1)
 	res, err = lim.Allow(ctx, "k")
-	wantResult(t, "Allow", res, err, true, 0)
+	testutil.WantResult(t, "Allow", res, err, true, 0)
 	res, err = lim.Allow(ctx, "k")
-	wantResult(t, "Allow on an empty bucket", res, err, false, 0)
+	testutil.WantResult(t, "Allow on an empty bucket", res, err, false, 0)
 	if res.RetryAfter <= 0 || res.RetryAfter > time.Hour {
 		t.Errorf("RetryAfter = %v, want in (0, 1h]", res.RetryAfter)
 	}
@@ -179,7 +169,7 @@ func TestUniversalClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = lim.Peek(ctx, "k")
-	wantResult(t, "Peek after Reset", res, err, true, 3)
+	testutil.WantResult(t, "Peek after Reset", res, err, true, 3)
 }
 
 func TestKeyLayout(t *testing.T) {
@@ -363,7 +353,7 @@ func TestKeysExpire(t *testing.T) {
 		ctx := ctxTimeout(t, 10*time.Second)
 
 		res, err := lim.Peek(ctx, "k")
-		wantResult(t, "Peek on a fresh key", res, err, true, 3)
+		testutil.WantResult(t, "Peek on a fresh key", res, err, true, 3)
 		if keys := scanKeys(ctx, t, client, prefix); len(keys) != 0 {
 			t.Fatalf("a peek on a fresh key wrote %q", keys)
 		}
@@ -397,7 +387,7 @@ func TestKeysExpire(t *testing.T) {
 			t.Errorf("Reset left %q", keys)
 		}
 		res, err = lim.Peek(ctx, "k")
-		wantResult(t, "Peek after Reset", res, err, true, 3)
+		testutil.WantResult(t, "Peek after Reset", res, err, true, 3)
 	})
 }
 
@@ -408,7 +398,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 		key := store.Key("k", lim.Spec())
 
 		res, err := lim.AllowN(ctx, "k", 2)
-		wantResult(t, "AllowN(2)", res, err, true, 1)
+		testutil.WantResult(t, "AllowN(2)", res, err, true, 1)
 		state, err := client.Dump(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -420,11 +410,11 @@ func TestDeniedWritesNothing(t *testing.T) {
 		}
 
 		res, err = lim.AllowN(ctx, "k", 2)
-		wantResult(t, "AllowN(2) with 1 left", res, err, false, 1)
+		testutil.WantResult(t, "AllowN(2) with 1 left", res, err, false, 1)
 		res, err = lim.AllowN(ctx, "k", 3)
-		wantResult(t, "AllowN(3) with 1 left", res, err, false, 1)
+		testutil.WantResult(t, "AllowN(3) with 1 left", res, err, false, 1)
 		res, err = lim.Peek(ctx, "k")
-		wantResult(t, "Peek with 1 left", res, err, true, 1)
+		testutil.WantResult(t, "Peek with 1 left", res, err, true, 1)
 		if got := client.Dump(ctx, key).Val(); got != state {
 			t.Errorf("denied requests and a peek changed the state")
 		}
@@ -432,7 +422,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 			t.Errorf("denied requests and a peek set the expiry to %v", got)
 		}
 		res, err = lim.Allow(ctx, "k")
-		wantResult(t, "Allow with 1 left", res, err, true, 0)
+		testutil.WantResult(t, "Allow with 1 left", res, err, true, 0)
 	})
 }
 
@@ -452,12 +442,12 @@ func TestMalformedState(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := lim.Peek(ctx, caller)
-			wantResult(t, fmt.Sprintf("Peek on %q", value), res, err, true, 3)
+			testutil.WantResult(t, fmt.Sprintf("Peek on %q", value), res, err, true, 3)
 			res, err = lim.Allow(ctx, caller)
-			wantResult(t, fmt.Sprintf("Allow on %q", value), res, err, true, 2)
+			testutil.WantResult(t, fmt.Sprintf("Allow on %q", value), res, err, true, 2)
 			// The state was rewritten, so the next decision counts on it.
 			res, err = lim.Allow(ctx, caller)
-			wantResult(t, fmt.Sprintf("second Allow on %q", value), res, err, true, 1)
+			testutil.WantResult(t, fmt.Sprintf("second Allow on %q", value), res, err, true, 1)
 		}
 	})
 }
@@ -492,7 +482,7 @@ func TestWrongType(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := lim.Allow(ctx, "k")
-			wantResult(t, fmt.Sprintf("Allow after Reset of a %s", typ), res, err, true, 2)
+			testutil.WantResult(t, fmt.Sprintf("Allow after Reset of a %s", typ), res, err, true, 2)
 			if err := lim.Reset(ctx, "k"); err != nil {
 				t.Fatal(err)
 			}

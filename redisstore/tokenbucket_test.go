@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -24,13 +24,13 @@ import (
 type tbFixture struct {
 	client *redis.Client
 	store  *redisstore.Store
-	clock  *fakeClock
+	clock  *testutil.Clock
 	key    string // the Redis key of caller "k"
 }
 
 func newTBFixture(t *testing.T, start time.Time) *tbFixture {
 	client := redistest.Client(t)
-	clock := &fakeClock{now: start}
+	clock := testutil.NewClock(start)
 	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
 	f := &tbFixture{client: client, store: store, clock: clock}
 	f.key = store.Key("k", mustSpec(t, ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: time.Second}))
@@ -79,7 +79,7 @@ func TestTokenBucketState(t *testing.T) {
 			ctx := ctxTimeout(t, 10*time.Second)
 			now := f.clock.Now().UnixMicro()
 			res, err := lim.Allow(ctx, "k")
-			wantResult(t, "Allow", res, err, true, float64(p.Capacity-1))
+			testutil.WantResult(t, "Allow", res, err, true, float64(p.Capacity-1))
 			v, enc := f.value(t)
 			if want := fmt.Sprintf("%d:%d", (p.Capacity-1)*1_000_000, now); v != want {
 				t.Fatalf("stored %q (%s), want %q", v, enc, want)
@@ -117,7 +117,7 @@ func TestTokenBucketClockJumps(t *testing.T) {
 				f.clock.Advance(step.after)
 				want := results.Step(spec, &st, f.clock.Now().UnixMicro(), step.n)
 				got, err := lim.AllowN(ctx, "k", step.n)
-				if err != nil || !reflect.DeepEqual(got, want) {
+				if err != nil || testutil.DiffResult(got, want) != "" {
 					t.Fatalf("step %d: AllowN(%d) %v later = %+v, %v; the model gives %+v", i, step.n, step.after, got, err, want)
 				}
 				f.client.Persist(ctx, f.key) // Redis's clock did not jump
@@ -187,7 +187,7 @@ func TestTokenBucketAcrossPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("step %d: %+v AllowN(%d) on %q: %v", i, p, n, v, err)
 		}
-		if !reflect.DeepEqual(got, want) {
+		if testutil.DiffResult(got, want) != "" {
 			t.Fatalf("step %d: %+v AllowN(%d) on %q:\nredis %+v\nmodel %+v", i, p, n, v, got, want)
 		}
 		if got.Allowed && n > 0 {
@@ -219,7 +219,7 @@ func TestTokenBucketMalformedValues(t *testing.T) {
 	// A valid value: no tokens, refilled last now.
 	set("0:" + now)
 	res, err := lim.Peek(ctx, "k")
-	wantResult(t, "Peek on an empty bucket", res, err, false, 0)
+	testutil.WantResult(t, "Peek on an empty bucket", res, err, false, 0)
 
 	for _, value := range []string{
 		"abc", "", "0", "1000000", ":" + now, "1000000:", "-1000000:" + now, "1000000:-" + now,
@@ -228,9 +228,9 @@ func TestTokenBucketMalformedValues(t *testing.T) {
 	} {
 		set(value)
 		res, err := lim.Peek(ctx, "k")
-		wantResult(t, fmt.Sprintf("Peek on %q", value), res, err, true, 3)
+		testutil.WantResult(t, fmt.Sprintf("Peek on %q", value), res, err, true, 3)
 		res, err = lim.Allow(ctx, "k")
-		wantResult(t, fmt.Sprintf("Allow on %q", value), res, err, true, 2)
+		testutil.WantResult(t, fmt.Sprintf("Allow on %q", value), res, err, true, 2)
 		if v, _ := f.value(t); v != "2000000:"+now {
 			t.Errorf("Allow on %q stored %q", value, v)
 		}

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // TestRepeatHandler checks that a message repeated within the interval is
 // logged once, and that the next one past it counts what was dropped.
 func TestRepeatHandler(t *testing.T) {
 	var buf bytes.Buffer
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := newRepeatHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -21,14 +23,14 @@ func TestRepeatHandler(t *testing.T) {
 			}
 			return a
 		},
-	}), 10*time.Second, func() time.Time { return now })
+	}), 10*time.Second, clock.Now)
 	logger := slog.New(h).With("component", "test")
 	for range 5 {
 		logger.Warn("store call failed", "op", "peek")
 		logger.Info("another message")
-		now = now.Add(time.Second)
+		clock.Advance(time.Second)
 	}
-	now = now.Add(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	logger.Warn("store call failed", "op", "decide")
 	want := `level=WARN msg="store call failed" component=test op=peek
 level=INFO msg="another message" component=test

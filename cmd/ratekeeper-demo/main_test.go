@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/testio"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 func TestRunRejects(t *testing.T) {
@@ -46,7 +46,7 @@ func TestRunServes(t *testing.T) {
 	if addr := os.Getenv(redistest.EnvAddr); addr != "" {
 		env["REDIS_URL"] = "redis://" + addr
 	}
-	var logs testio.SyncBuffer
+	var logs testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

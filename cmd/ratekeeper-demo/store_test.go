@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/testio"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // closedURL returns the URL of a local port where nothing listens.
@@ -123,7 +123,7 @@ func TestConnectCredentials(t *testing.T) {
 // many there are, and everything recovers when Redis is back.
 func TestRedisDown(t *testing.T) {
 	srv := redistest.StartServer(t)
-	var logs testio.SyncBuffer
+	var logs testutil.SyncBuffer
 	logger := newLogger(&logs)
 	redis.SetLogger(redisLogger{logger})
 	t.Cleanup(func() { redis.SetLogger(redisLogger{slog.Default()}) })

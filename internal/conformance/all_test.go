@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -68,7 +69,7 @@ func TestAllScenario(t *testing.T) {
 		{minute, -1, ratekeeper.Result{}},
 		{minute, 1, joined(0, part("second", 2, true, 1, 0, sec), part("minute", 3, true, 2, 0, minute))},
 	}
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, perSecondAndMinute)
 		forget(t, lim, "k")
@@ -83,7 +84,7 @@ func TestAllScenario(t *testing.T) {
 				continue
 			}
 			got, err := lim.AllowN(ctx, "k", st.n)
-			if err != nil || !reflect.DeepEqual(got, st.want) {
+			if err != nil || testutil.DiffResult(got, st.want) != "" {
 				t.Fatalf("step %d: AllowN(%d) at %v = %+v, %v\nwant %+v", i, st.n, at, got, err, st.want)
 			}
 		}
@@ -99,7 +100,7 @@ func TestAllScenario(t *testing.T) {
 // algorithm and name, alone or in an All: limiters whose policies have the
 // same algorithm and name share it, and others keep their own.
 func TestAllSharesStateByName(t *testing.T) {
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		daily := ratekeeper.Named("daily", ratekeeper.FixedWindow{Limit: 3, Window: 24 * time.Hour})
 		search := newLimiter(t, store, ratekeeper.All(ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10}, daily))

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // TestSlidingWindowLogClockStepBack: 5 per 5 s; 3 admitted at T, the clock
@@ -18,7 +18,7 @@ import (
 // again. The requests admitted behind must not leave before those of T:
 // nothing more passes until T + 5 s.
 func TestSlidingWindowLogClockStepBack(t *testing.T) {
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.SlidingWindowLog{Limit: 5, Window: 5 * sec})
 		forget(t, lim, "k")
@@ -111,7 +111,7 @@ func TestClockStepBack(t *testing.T) {
 			t.Parallel()
 			for _, returns := range []bool{false, true} {
 				t.Run(map[bool]string{false: "lags", true: "returns"}[returns], func(t *testing.T) {
-					forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+					forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 						checkStepBack(t, clock, newLimiter(t, store, pc.policy), pc.quantum, returns)
 					})
 				})
@@ -120,7 +120,7 @@ func TestClockStepBack(t *testing.T) {
 	}
 }
 
-func checkStepBack(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, quantum time.Duration, returns bool) {
+func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter, quantum time.Duration, returns bool) {
 	ctx := context.Background()
 	forget(t, lim, "k")
 	spec := lim.Spec()
@@ -173,7 +173,7 @@ func checkStepBack(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, quantum 
 			if err != nil {
 				t.Fatalf("request %d: AllowN(%d): %v", i, n, err)
 			}
-			if !reflect.DeepEqual(got, want) {
+			if testutil.DiffResult(got, want) != "" {
 				t.Fatalf("request %d: AllowN(%d) at real %v, %v behind:\nstore %+v\nmodel %+v", i, n, real, lag, got, want)
 			}
 			floor.after(now, n, got)
@@ -237,7 +237,7 @@ func TestTimeOutOfRange(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")
@@ -248,7 +248,7 @@ func TestTimeOutOfRange(t *testing.T) {
 					clock.Advance(at.Sub(clock.Now()))
 					for _, n := range []int64{0, 1} {
 						res, err := lim.AllowN(ctx, "k", n)
-						if !errors.Is(err, ratekeeper.ErrInvalidTime) || !reflect.DeepEqual(res, ratekeeper.Result{}) {
+						if !errors.Is(err, ratekeeper.ErrInvalidTime) || testutil.DiffResult(res, ratekeeper.Result{}) != "" {
 							t.Fatalf("AllowN(%d) at %v: %+v, %v; want an error matching ErrInvalidTime", n, at, res, err)
 						}
 					}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -23,37 +23,13 @@ import (
 // loss of precision in a script shows.
 var start = time.Unix(1_900_000_000, 0)
 
-// Clock is a controlled clock: time moves only when a test advances it.
-// It is locked because a store may read it from its own goroutines.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *Clock { return &Clock{now: start} }
-
-// Now returns the current time; stores take it as their clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Elapsed returns how far the clock has moved since start, for failure
-// messages.
-func (c *Clock) Elapsed() time.Duration { return c.Now().Sub(start) }
+// newClock returns a controlled clock at start.
+func newClock() *testutil.Clock { return testutil.NewClock(start) }
 
 // A storeFactory makes a fresh, empty store that reads its time from clock.
 type storeFactory struct {
 	name string
-	new  func(t *testing.T, clock *Clock) ratekeeper.Store
+	new  func(t *testing.T, clock *testutil.Clock) ratekeeper.Store
 }
 
 // stores are the stores every scenario runs against.
@@ -63,7 +39,7 @@ var stores = []storeFactory{
 	{"redis-cluster", newRedisClusterStore},
 }
 
-func newMemstore(t *testing.T, clock *Clock) ratekeeper.Store {
+func newMemstore(t *testing.T, clock *testutil.Clock) ratekeeper.Store {
 	// No background sweep: freeing expired keys never changes a decision,
 	// and tests that check it call Sweep themselves.
 	s := memstore.New(memstore.WithClock(clock.Now), memstore.WithSweepInterval(0))
@@ -72,14 +48,14 @@ func newMemstore(t *testing.T, clock *Clock) ratekeeper.Store {
 }
 
 // newRedisstore skips t when there is no test Redis.
-func newRedisstore(t *testing.T, clock *Clock) ratekeeper.Store {
+func newRedisstore(t *testing.T, clock *testutil.Clock) ratekeeper.Store {
 	client := redistest.Client(t)
 	client.AddHook(persistHook{client})
 	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
 }
 
 // newRedisClusterStore skips t when there is no test Redis Cluster.
-func newRedisClusterStore(t *testing.T, clock *Clock) ratekeeper.Store {
+func newRedisClusterStore(t *testing.T, clock *testutil.Clock) ratekeeper.Store {
 	client := redistest.ClusterClient(t)
 	client.AddHook(persistHook{client})
 	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(clock.Now))
@@ -144,7 +120,7 @@ func scriptKeys(cmd redis.Cmder) []string {
 // no persistHook, for tests that look at the Redis key of caller "k".
 type redisKeyFixture struct {
 	client *redis.Client
-	clock  *Clock
+	clock  *testutil.Clock
 	prefix string
 	lim    *ratekeeper.Limiter
 	key    string // the Redis key holding caller "k"
@@ -161,7 +137,7 @@ func newRedisKeyFixture(t *testing.T, p ratekeeper.Policy) redisKeyFixture {
 
 // forEachStore runs f as one subtest per store, each with its own store
 // and a clock at start.
-func forEachStore(t *testing.T, f func(t *testing.T, clock *Clock, store ratekeeper.Store)) {
+func forEachStore(t *testing.T, f func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store)) {
 	for _, sf := range stores {
 		t.Run(sf.name, func(t *testing.T) {
 			clock := newClock()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"reflect"
 	"sync"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // Fixed seeds keep failures reproducible.
@@ -85,7 +85,7 @@ func checkEquivalence(t *testing.T, pc policyCase, seed uint64, useRedis bool) {
 			}
 			redisLine = fmt.Sprintf("redis    %+v", gotRedis)
 		}
-		if !reflect.DeepEqual(got, want) || (red != nil && !reflect.DeepEqual(gotRedis, want)) {
+		if testutil.DiffResult(got, want) != "" || (red != nil && testutil.DiffResult(gotRedis, want) != "") {
 			t.Fatalf("seed %d, step %d, %+v: cost %d at start+%v (after a step of %v):\n"+
 				"model    %+v\nmemstore %+v\n%s",
 				seed, i, pc.policy, n, clock.Elapsed(), d, want, got, redisLine)

@@ -2,12 +2,12 @@ package conformance
 
 import (
 	"context"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -21,7 +21,7 @@ func TestExpiryNeverChangesDecisions(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "a", "b")
@@ -47,7 +47,7 @@ func TestExpiryNeverChangesDecisions(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(a, b) {
+					if testutil.DiffResult(a, b) != "" {
 						t.Fatalf("step %d, cost %d at start+%v (%d resets of B so far):\nkept      %+v\nforgotten %+v",
 							i, n, clock.Elapsed(), forgotten, a, b)
 					}
@@ -115,7 +115,7 @@ func TestRedisKeyExpiresWhenFull(t *testing.T) {
 	}
 	// Its expiry lost nothing: the key starts as a fresh one, phase and all.
 	want := ratekeeper.Result{Policy: lim.Name(), Allowed: true, Limit: 2, Remaining: 1, ResetAfter: 200 * time.Millisecond}
-	if res, err := lim.Allow(ctx, "k"); err != nil || !reflect.DeepEqual(res, want) {
+	if res, err := lim.Allow(ctx, "k"); err != nil || testutil.DiffResult(res, want) != "" {
 		t.Fatalf("Allow after expiry: %+v, %v; want %+v", res, err, want)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // A scenario is a scripted scenario of any policy, written in the steps of
@@ -25,7 +25,7 @@ type scenario struct {
 func runScenarios(t *testing.T, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				lim := newLimiter(t, store, sc.policy)
 				runSteps(t, clock, lim, sc.steps)
 				checkCostTooHigh(t, lim, "k")
@@ -36,7 +36,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 
 // runSteps makes the steps' requests through lim, advancing clock to the
 // time of each, and fails t at the first Result that differs.
-func runSteps(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, steps []tbStep) {
+func runSteps(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter, steps []tbStep) {
 	t.Helper()
 	ctx := context.Background()
 	keys := []string{"k"}
@@ -77,7 +77,7 @@ func runSteps(t *testing.T, clock *Clock, lim *ratekeeper.Limiter, steps []tbSte
 		}
 		want := st.want
 		want.Limit, want.Policy = lim.Spec().Limit(), lim.Name()
-		if !reflect.DeepEqual(got, want) {
+		if testutil.DiffResult(got, want) != "" {
 			t.Fatalf("step %d: %s at %v:\ngot  %+v\nwant %+v", i, call, at, got, want)
 		}
 	}
@@ -93,10 +93,10 @@ func checkCostTooHigh(t *testing.T, lim *ratekeeper.Limiter, key string) {
 		t.Fatal(err)
 	}
 	n := lim.Spec().MaxCost() + 1
-	if res, err := lim.AllowN(ctx, key, n); !errors.Is(err, ratekeeper.ErrCostTooHigh) || !reflect.DeepEqual(res, ratekeeper.Result{}) {
+	if res, err := lim.AllowN(ctx, key, n); !errors.Is(err, ratekeeper.ErrCostTooHigh) || testutil.DiffResult(res, ratekeeper.Result{}) != "" {
 		t.Errorf("AllowN(%q, %d): %+v, %v; want the zero Result and an error matching %v", key, n, res, err, ratekeeper.ErrCostTooHigh)
 	}
-	if after, err := lim.Peek(ctx, key); err != nil || !reflect.DeepEqual(after, before) {
+	if after, err := lim.Peek(ctx, key); err != nil || testutil.DiffResult(after, before) != "" {
 		t.Errorf("Peek(%q) went from %+v to %+v (%v) on a cost too high", key, before, after, err)
 	}
 }

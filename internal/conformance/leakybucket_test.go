@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -178,7 +179,7 @@ func TestLeakyBucketSlowRates(t *testing.T) {
 		{"1_per_MaxPeriod", ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 1 / ratekeeper.MaxPeriod.Seconds()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				lim := newLimiter(t, store, tc.policy)
 				forget(t, lim, "k")
 				// One request drains in tau µs; the bucket holds level.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // TestRemainingIsWhatPasses holds every algorithm to one meaning of
@@ -16,7 +17,7 @@ func TestRemainingIsWhatPasses(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // The expected Results are worked out by hand in the comments. Windows
@@ -153,7 +154,7 @@ func TestRedisSlidingWindowCounterOneKey(t *testing.T) {
 // the rolling window leaves it.)
 func TestSlidingWindowCounterBoundaryBurst(t *testing.T) {
 	const limit, window = 100, time.Minute
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.SlidingWindowCounter{Limit: limit, Window: window})
 		forget(t, lim, "k")

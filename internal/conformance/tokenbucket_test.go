@@ -3,12 +3,12 @@ package conformance
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 const (
@@ -251,13 +251,13 @@ func TestTokenBucketInvalidInput(t *testing.T) {
 		{name: "peek with an empty key", key: "", n: 0, is: []error{ratekeeper.ErrInvalidKey}},
 		{name: "key too long", key: tooLong, n: 1, is: []error{ratekeeper.ErrInvalidKey}, resets: true},
 	}
-	forEachStore(t, func(t *testing.T, clock *Clock, store ratekeeper.Store) {
+	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, policy)
 		forget(t, lim, "k", longest)
 		for _, tc := range tests {
 			res, err := lim.AllowN(ctx, tc.key, tc.n)
-			if !reflect.DeepEqual(res, ratekeeper.Result{}) {
+			if testutil.DiffResult(res, ratekeeper.Result{}) != "" {
 				t.Errorf("%s: Result %+v, want the zero Result", tc.name, res)
 			}
 			for _, target := range tc.is {
@@ -277,7 +277,7 @@ func TestTokenBucketInvalidInput(t *testing.T) {
 			}
 		}
 		// Nothing was taken.
-		if res, err := lim.Peek(ctx, "k"); err != nil || !reflect.DeepEqual(res, ratekeeper.Result{Policy: lim.Name(), Allowed: true, Limit: 10, Remaining: 10}) {
+		if res, err := lim.Peek(ctx, "k"); err != nil || testutil.DiffResult(res, ratekeeper.Result{Policy: lim.Name(), Allowed: true, Limit: 10, Remaining: 10}) != "" {
 			t.Errorf("Peek after the errors: %+v, %v; want a full bucket", res, err)
 		}
 
@@ -291,7 +291,7 @@ func TestTokenBucketInvalidInput(t *testing.T) {
 		}
 		for _, st := range steps {
 			st.want.Limit, st.want.Policy = 10, lim.Name()
-			if res, err := lim.AllowN(ctx, longest, st.n); err != nil || !reflect.DeepEqual(res, st.want) {
+			if res, err := lim.AllowN(ctx, longest, st.n); err != nil || testutil.DiffResult(res, st.want) != "" {
 				t.Fatalf("AllowN(key of %d bytes, %d): %+v, %v; want %+v", len(longest), st.n, res, err, st.want)
 			}
 		}

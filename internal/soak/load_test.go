@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/testio"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 const (
@@ -313,7 +313,7 @@ type demo struct {
 	cmd    *exec.Cmd
 	exited chan error // receives Wait's error once
 	reaped bool       // exited has been received from
-	logs   *testio.SyncBuffer
+	logs   *testutil.SyncBuffer
 }
 
 // startDemo starts the demo server on a free loopback port, its limits in
@@ -334,7 +334,7 @@ func startDemo(t *testing.T, bin, redisAddr string) *demo {
 			env = append(env, kv)
 		}
 	}
-	d := &demo{url: "http://" + addr, exited: make(chan error, 1), logs: new(testio.SyncBuffer)}
+	d := &demo{url: "http://" + addr, exited: make(chan error, 1), logs: new(testutil.SyncBuffer)}
 	d.cmd = exec.Command(bin, "-addr", addr)
 	d.cmd.Env = append(env, "REDIS_URL=redis://"+redisAddr)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
