@@ -51,7 +51,6 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
-	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -63,6 +62,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -138,7 +138,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	cfg := config{addr: *addr, dur: *dur, warmup: *warmup, users: *users, rounds: *rounds,
 		policy: policy{Rate: *rate, Burst: *burst}, svg: *svg, prof: *prof}
-	if err := checkLoopback(cfg.addr); err != nil {
+	if err := measure.CheckLoopback("redis", cfg.addr); err != nil {
 		return config{}, err
 	}
 	for _, f := range strings.Split(*conc, ",") {
@@ -175,22 +175,6 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	return cfg, nil
 }
 
-// checkLoopback refuses any Redis but one on this machine: loadgen is a
-// load generator.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("-redis: %w", err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("-redis: %s is not a loopback address", addr)
-}
-
 func libNames() string {
 	names := make([]string, len(libs))
 	for i, l := range libs {
@@ -209,7 +193,7 @@ type sample struct {
 	inRedis                            int64   // decisions Redis ran; -1 unknown
 	cpuUsec                            float64 // Redis main thread
 	clientUsec                         float64 // this process
-	hist                               *histogram
+	hist                               *measure.Histogram
 	elapsed                            time.Duration
 }
 
@@ -229,9 +213,9 @@ func (s *sample) add(o sample) {
 	s.cpuUsec += o.cpuUsec
 	s.clientUsec += o.clientUsec
 	s.elapsed += o.elapsed
-	s.hist.merge(o.hist)
+	s.hist.Merge(o.hist)
 	s.rate = float64(s.decisions) / s.elapsed.Seconds()
-	s.p50, s.p99 = s.hist.quantile(0.50), s.hist.quantile(0.99)
+	s.p50, s.p99 = s.hist.Quantile(0.50), s.hist.Quantile(0.99)
 }
 
 // cell identifies the runs whose medians make one row.
@@ -317,7 +301,7 @@ func run(cfg config, out, progress io.Writer) error {
 		res.med[c] = median(ss)
 	}
 
-	version := redisVersion(ctx, admin)
+	version := measure.RedisVersion(ctx, admin)
 	fmt.Fprintf(out, "# loadgen: %s %s/%s, %d CPUs (GOMAXPROCS %d), Redis %s at %s\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), version, cfg.addr)
 	fmt.Fprintf(out, "Every library: %d requests per second per caller, bursts of %d. Medians of %d rounds of %v per run.\n\n",
@@ -360,7 +344,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return sample{}, err
 	}
-	cpu0, err := cpuMicros(ctx, admin)
+	cpu0, err := measure.CPUMicros(ctx, admin)
 	if err != nil {
 		return sample{}, err
 	}
@@ -370,18 +354,18 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 	if firstErr != nil {
 		log.Printf("%s %s conc=%d: %d errors, the first: %v", l.name, mode, conc, s.errors, firstErr)
 	}
-	stats, err := commandStats(ctx, admin)
+	stats, err := measure.CommandStats(ctx, admin)
 	if err != nil {
 		return sample{}, err
 	}
-	cpu1, err := cpuMicros(ctx, admin)
+	cpu1, err := measure.CPUMicros(ctx, admin)
 	if err != nil {
 		return sample{}, err
 	}
 	s.srvUsec, s.calls = serverTime(l, stats)
 	switch {
 	case l.decisionCmd != "":
-		s.inRedis = stats[l.decisionCmd].calls
+		s.inRedis = stats[l.decisionCmd].Calls
 	case l.oneCall:
 		s.inRedis = s.calls
 	default:
@@ -393,7 +377,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 
 // worker is what one goroutine of a run counts.
 type worker struct {
-	hist                  histogram
+	hist                  measure.Histogram
 	allowed, denied, errs int64
 	firstErr              error
 }
@@ -428,10 +412,10 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur 
 					}
 				case allowed:
 					w.allowed++
-					w.hist.record(lat)
+					w.hist.Record(lat)
 				default:
 					w.denied++
-					w.hist.record(lat)
+					w.hist.Record(lat)
 				}
 			}
 		})
@@ -446,12 +430,12 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur 
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	s := sample{hist: new(histogram), elapsed: elapsed}
+	s := sample{hist: new(measure.Histogram), elapsed: elapsed}
 	hist := s.hist
 	var firstErr error
 	for i := range workers {
 		w := &workers[i]
-		hist.merge(&w.hist)
+		hist.Merge(&w.hist)
 		s.allowed += w.allowed
 		s.denied += w.denied
 		s.errors += w.errs
@@ -461,7 +445,7 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur 
 	}
 	s.decisions = s.allowed + s.denied
 	s.rate = float64(s.decisions) / elapsed.Seconds()
-	s.p50, s.p99 = hist.quantile(0.50), hist.quantile(0.99)
+	s.p50, s.p99 = hist.Quantile(0.50), hist.Quantile(0.99)
 	return s, firstErr
 }
 
@@ -472,11 +456,7 @@ func median(ss []sample) sample {
 		for i, s := range ss {
 			v[i] = f(s)
 		}
-		slices.Sort(v)
-		if n := len(v); n%2 == 0 {
-			return (v[n/2-1] + v[n/2]) / 2
-		}
-		return v[len(v)/2]
+		return measure.Median(v)
 	}
 	perDec := func(f func(sample) float64) float64 {
 		return pick(func(s sample) float64 { return f(s) / float64(max(s.decisions, 1)) })
@@ -541,21 +521,14 @@ func (r results) costRatio(mode string, conc int, a, b string) (float64, bool) {
 }
 
 func (r results) roundRatio(mode string, conc int, a, b string, f func(sample) float64) (float64, bool) {
-	sa, sb := r.runs[cell{mode, conc, a}], r.runs[cell{mode, conc, b}]
-	var ratios []float64
-	for i := range min(len(sa), len(sb)) {
-		if d := f(sb[i]); d > 0 {
-			ratios = append(ratios, f(sa[i])/d)
+	values := func(ss []sample) []float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
 		}
+		return v
 	}
-	if len(ratios) == 0 {
-		return 0, false
-	}
-	slices.Sort(ratios)
-	if n := len(ratios); n%2 == 0 {
-		return (ratios[n/2-1] + ratios[n/2]) / 2, true
-	}
-	return ratios[len(ratios)/2], true
+	return measure.MedianRatio(values(r.runs[cell{mode, conc, a}]), values(r.runs[cell{mode, conc, b}]))
 }
 
 // deleteKeys deletes the keys of the runs: their caller keys contain
@@ -578,4 +551,22 @@ func deleteKeys(ctx context.Context, c *redis.Client) error {
 		return c.Unlink(ctx, batch...).Err()
 	}
 	return nil
+}
+
+// serverTime returns the usec and the number of calls of a library's own
+// commands in stats; see lib.cmds and lib.nested.
+func serverTime(l lib, stats map[string]measure.CmdStat) (usec float64, calls int64) {
+	for _, name := range l.cmds {
+		s := stats[name]
+		u, n := float64(s.Usec), s.Calls
+		if script, ok := l.nested[name]; ok && n > 0 {
+			// Take out the script's own calls at the average cost per call.
+			inner := min(stats[script].Calls, n)
+			u -= u * float64(inner) / float64(n)
+			n -= inner
+		}
+		usec += u
+		calls += n
+	}
+	return usec, calls
 }

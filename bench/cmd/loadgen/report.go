@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"strconv"
-	"time"
+
+	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
 )
 
 var modeTitles = map[string]string{
@@ -38,7 +38,7 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 				vs = fmt.Sprintf("%.2f", r)
 			}
 			fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f%% |",
-				conc, l.name, thousands(m.rate), vs, micros(m.p50), micros(m.p99),
+				conc, l.name, measure.Thousands(m.rate), vs, measure.Micros(m.p50), measure.Micros(m.p99),
 				perDecision(m.srvUsec, m.decisions), perDecision(m.srvUsec, m.calls), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
 				perDecision(float64(m.calls), m.decisions), 100*perDecision(float64(m.allowed), m.decisions))
 			if hot {
@@ -91,7 +91,7 @@ func printTargets(out io.Writer, cfg config, res results, mem memory) {
 		rk, rr := res.med[cell{"allow", t.conc, "ratekeeper"}], res.med[cell{"allow", t.conc, "redis_rate"}]
 		if t.conc == 128 {
 			fmt.Fprintf(out, "| decisions/s ≥ %.1f× redis_rate at conc=%d (allow), p99 no worse | %.2f×; p99 %s µs vs %s µs | %s |\n",
-				t.min, t.conc, r, micros(rk.p99), micros(rr.p99), verdict(r >= t.min && rk.p99 <= rr.p99))
+				t.min, t.conc, r, measure.Micros(rk.p99), measure.Micros(rr.p99), verdict(r >= t.min && rk.p99 <= rr.p99))
 		} else {
 			fmt.Fprintf(out, "| decisions/s ≥ %.1f× redis_rate at conc=%d (allow) | %.2f× | %s |\n", t.min, t.conc, r, verdict(r >= t.min))
 		}
@@ -112,21 +112,4 @@ func printTargets(out io.Writer, cfg config, res results, mem memory) {
 	}
 	fmt.Fprintf(out, "| memory per idle key ≤ 0.6× the seed's hash | %.2f× (%.0f vs %.0f B) | %s |\n\n",
 		mem.tb/mem.seed, mem.tb, mem.seed, verdict(mem.tb <= 0.6*mem.seed))
-}
-
-// micros formats d in microseconds, with a decimal below 10 µs.
-func micros(d time.Duration) string {
-	if d < 10*time.Microsecond {
-		return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64)
-	}
-	return strconv.FormatInt(d.Microseconds(), 10)
-}
-
-// thousands formats x rounded, with thin groups: 12,345.
-func thousands(x float64) string {
-	s := strconv.FormatInt(int64(x+0.5), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
 )
 
 // Colours by library: ratekeeper and its variants in blues and greens,
@@ -74,7 +76,7 @@ func writeChart(path string, cfg config, med map[cell]sample, redisVersion strin
 				x := x0 + float64(i)*barW
 				y := float64(top+panelH) - h
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s, conc=%d: %s/s</title></rect>`+"\n",
-					x, y, barW-barGap, h, libColors[l.name], html.EscapeString(l.name), conc, thousands(v))
+					x, y, barW-barGap, h, libColors[l.name], html.EscapeString(l.name), conc, measure.Thousands(v))
 				label := shortCount(v)
 				if clip && v > axisMax {
 					// A break across the bar says it goes on.

@@ -1,4 +1,4 @@
-package main
+package measure
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 func TestHistogramBuckets(t *testing.T) {
 	for _, v := range []uint64{0, 1, 63, 64, 65, 127, 128, 1000, 12345, 1 << 40, 1<<63 - 1} {
 		i := bucketOf(v)
-		if i < 0 || i >= len(histogram{}.counts) {
+		if i < 0 || i >= len(Histogram{}.counts) {
 			t.Fatalf("bucketOf(%d) = %d, out of range", v, i)
 		}
 		mid := bucketMid(i)
@@ -19,15 +19,15 @@ func TestHistogramBuckets(t *testing.T) {
 }
 
 func TestHistogramQuantile(t *testing.T) {
-	var h histogram
+	var h Histogram
 	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
 	for _, c := range []struct {
 		q    float64
 		want time.Duration
 	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}} {
-		got := h.quantile(c.q)
+		got := h.Quantile(c.q)
 		if d := got - c.want; d > c.want/50 || -d > c.want/50 {
 			t.Errorf("quantile(%v) = %v, want about %v", c.q, got, c.want)
 		}

@@ -1,4 +1,7 @@
-package main
+// Package measure holds what the load generators share: a latency
+// histogram, readings of Redis's INFO, medians of per-round ratios and
+// the formatting of their figures.
+package measure
 
 import (
 	"math/bits"
@@ -9,9 +12,10 @@ import (
 // into 2^subBits buckets, so a bucket is at most 1/64 (1.6%) wide.
 const subBits = 6
 
-// histogram counts durations in log-linear buckets: fixed memory and
-// constant-time recording, however many decisions a run makes.
-type histogram struct {
+// Histogram counts durations in log-linear buckets: fixed memory and
+// constant-time recording, however many decisions a run makes. Its zero
+// value is empty and ready to use.
+type Histogram struct {
 	counts [(64 - subBits) << subBits]uint64
 	n      uint64
 }
@@ -34,21 +38,23 @@ func bucketMid(i int) uint64 {
 	return low + (uint64(1)<<shift)/2
 }
 
-func (h *histogram) record(d time.Duration) {
+// Record counts d.
+func (h *Histogram) Record(d time.Duration) {
 	h.counts[bucketOf(uint64(max(d, 0)))]++
 	h.n++
 }
 
-func (h *histogram) merge(o *histogram) {
+// Merge adds the counts of o to h.
+func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
 	h.n += o.n
 }
 
-// quantile returns the duration below which a fraction q of the recorded
-// durations fall.
-func (h *histogram) quantile(q float64) time.Duration {
+// Quantile returns the duration below which a fraction q of the recorded
+// durations fall, 0 when none were.
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
