@@ -4,7 +4,7 @@
 # with the oldest Go release go.mod allows.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint e2e demo fuzz bench soak min-go
+.PHONY: test check lint e2e demo fuzz bench bench-service soak min-go
 
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
@@ -50,6 +50,13 @@ fuzz:
 
 bench:
 	./scripts/with-redis.sh go test -run '^$$' -bench . -benchmem -count 5 ./...
+
+# The rate limit service over gRPC against envoyproxy/ratelimit (its
+# defaults and its best settings) and a no-op service, on one throwaway
+# Redis, at 1, 16 and 128 callers (a few minutes; not part of make test).
+# rlsload's flags go in ARGS, as in make bench-service ARGS='-rounds 5'.
+bench-service:
+	./scripts/bench-service.sh $(ARGS)
 
 # The long runs of internal/soak (not part of make test, which runs them
 # for a few seconds): a minute of load per algorithm, every admission

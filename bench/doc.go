@@ -6,6 +6,9 @@
 //
 //	go test -run '^$' -bench . -benchmem -count 5 .
 //
-// The Redis comparison is the load generator cmd/loadgen; see
+// The Redis comparison is the load generator cmd/loadgen. The rate limit
+// service is compared with envoyproxy/ratelimit over gRPC by
+// cmd/rlsload, with cmd/noop-rls, a service that answers OK without
+// deciding, as the ceiling; scripts/bench-service.sh runs them all. See
 // docs/performance.md in the repository for the method and the results.
 package bench

@@ -22,6 +22,8 @@
 #   ENVOY_BEST     envoyproxy/ratelimit's settings for envoy-best
 #   ENVOY_TUNE     settings tried by -tune, separated by ";"
 #   ENVOY_RATELIMIT_BIN  a service_cmd binary to use instead of building one
+#   RATEKEEPER_SERVER_BIN  a ratekeeper-server binary to use instead of
+#                  building server/cmd/ratekeeper-server
 #   BENCH_SERVICE_TIMEOUT  the longest any server runs (default 30m)
 #
 # envoyproxy/ratelimit is built once from the Go module proxy (about a
@@ -30,7 +32,7 @@
 set -euo pipefail
 
 ENVOY_RATELIMIT_VERSION=v1.4.1-0.20260122083618-3fb702589d36
-ENVOY_BEST=${ENVOY_BEST:-REDIS_PIPELINE_WINDOW=150us}
+ENVOY_BEST=${ENVOY_BEST:-REDIS_PIPELINE_WINDOW=150us LOCAL_CACHE_SIZE_IN_BYTES=1048576}
 ENVOY_TUNE=${ENVOY_TUNE:-REDIS_PIPELINE_WINDOW=150us;REDIS_PIPELINE_WINDOW=150us LOCAL_CACHE_SIZE_IN_BYTES=1048576;REDIS_PIPELINE_WINDOW=500us;REDIS_POOL_SIZE=32;REDIS_PIPELINE_WINDOW=150us REDIS_POOL_SIZE=32}
 BENCH_SERVICE_TIMEOUT=${BENCH_SERVICE_TIMEOUT:-30m}
 
@@ -103,11 +105,15 @@ EOF
 echo "bench-service: building" >&2
 mkdir -p "$dir/bin"
 (cd "$root/bench" && go build -o "$dir/bin/" ./cmd/noop-rls ./cmd/rlsload)
-have_ratekeeper=
-if [ -z "$tune" ] && [ -d "$root/server/cmd/ratekeeper-server" ]; then
+ratekeeper_bin=
+if [ -n "$tune" ]; then
+	:
+elif [ -n "${RATEKEEPER_SERVER_BIN:-}" ]; then
+	ratekeeper_bin=$RATEKEEPER_SERVER_BIN
+elif [ -d "$root/server/cmd/ratekeeper-server" ]; then
 	(cd "$root/server" && go build -o "$dir/bin/" ./cmd/ratekeeper-server)
-	have_ratekeeper=1
-elif [ -z "$tune" ]; then
+	ratekeeper_bin=$dir/bin/ratekeeper-server
+else
 	echo "bench-service: server/cmd/ratekeeper-server does not exist yet: measuring without ratekeeper" >&2
 fi
 
@@ -159,13 +165,13 @@ start_noop() {
 start_ratekeeper() {
 	local grpc http
 	grpc=$(free_port) http=$(free_port)
-	timeout -k 5 "$BENCH_SERVICE_TIMEOUT" "$dir/bin/ratekeeper-server" -config "$dir/runtime/rl/config/bench.yaml" \
+	timeout -k 5 "$BENCH_SERVICE_TIMEOUT" "$ratekeeper_bin" -config "$dir/runtime/rl/config/bench.yaml" \
 		-grpc-addr "127.0.0.1:$grpc" -http-addr "127.0.0.1:$http" -redis "redis://$redis_addr" \
 		>"$dir/ratekeeper.log" 2>&1 &
 	pids+=($!)
 	wait_http ratekeeper $! "http://127.0.0.1:$http/readyz"
 	targets+=("ratekeeper=127.0.0.1:$grpc")
-	echo "bench-service: ratekeeper on 127.0.0.1:$grpc (pprof, if served: http://127.0.0.1:$http/debug/pprof/)" >&2
+	echo "bench-service: ratekeeper on 127.0.0.1:$grpc" >&2
 }
 
 baseline=envoy-best,noop
@@ -184,7 +190,7 @@ else
 	start_envoy envoy
 	# shellcheck disable=SC2086 # ENVOY_BEST is a list of VAR=value
 	start_envoy envoy-best $ENVOY_BEST
-	if [ -n "$have_ratekeeper" ]; then
+	if [ -n "$ratekeeper_bin" ]; then
 		start_ratekeeper
 	fi
 fi
