@@ -130,6 +130,19 @@ if [ -z "$envoy_bin" ]; then
 fi
 
 targets=()
+target_pids=()
+
+# add_target NAME PORT PID names a running service to rlsload; PID is the
+# timeout(1) that runs it, whose child is the service whose CPU time
+# rlsload reads.
+add_target() {
+	local child
+	targets+=("$1=127.0.0.1:$2")
+	child=$(pgrep -P "$3" | head -1 || true)
+	if [ -n "$child" ]; then
+		target_pids+=("$1=$child")
+	fi
+}
 
 # start_envoy NAME [VAR=value...] starts envoyproxy/ratelimit with its
 # defaults, overridden by the given settings. Each instance has a key
@@ -147,7 +160,7 @@ start_envoy() {
 		timeout -k 5 "$BENCH_SERVICE_TIMEOUT" "$envoy_bin" >"$dir/$name.log" 2>&1 &
 	pids+=($!)
 	wait_http "$name" $! "http://127.0.0.1:$http/healthcheck"
-	targets+=("$name=127.0.0.1:$grpc")
+	add_target "$name" "$grpc" $!
 	echo "bench-service: $name on 127.0.0.1:$grpc${*:+ with $*}" >&2
 }
 
@@ -158,7 +171,7 @@ start_noop() {
 		>"$dir/noop.log" 2>&1 &
 	pids+=($!)
 	wait_http noop $! "http://127.0.0.1:$http/readyz"
-	targets+=("noop=127.0.0.1:$grpc")
+	add_target noop "$grpc" $!
 	echo "bench-service: noop on 127.0.0.1:$grpc" >&2
 }
 
@@ -170,7 +183,7 @@ start_ratekeeper() {
 		>"$dir/ratekeeper.log" 2>&1 &
 	pids+=($!)
 	wait_http ratekeeper $! "http://127.0.0.1:$http/readyz"
-	targets+=("ratekeeper=127.0.0.1:$grpc")
+	add_target ratekeeper "$grpc" $!
 	echo "bench-service: ratekeeper on 127.0.0.1:$grpc" >&2
 }
 
@@ -197,5 +210,5 @@ fi
 
 echo "bench-service: envoy-best is envoyproxy/ratelimit with $ENVOY_BEST" >&2
 timeout -k 5 "$BENCH_SERVICE_TIMEOUT" "$dir/bin/rlsload" -redis "$redis_addr" \
-	-targets "$(IFS=,; echo "${targets[*]}")" -baseline "$baseline" \
+	-targets "$(IFS=,; echo "${targets[*]}")" -pids "$(IFS=,; echo "${target_pids[*]}")" -baseline "$baseline" \
 	-conc 1,16,128 -dur 4s -rounds 3 -keys 10000 "$@"

@@ -26,7 +26,9 @@
 // (total_reads_processed): a read takes in whatever a client had sent, a
 // round trip or several pipelined ones, so reads per call bound round
 // trips per call from below and equal them when calls do not overlap.
-// Give it a Redis used by the targets alone.
+// Give it a Redis used by the targets alone. It also reports the CPU
+// time Redis's main thread spent per call, and with -pids, each
+// target's own, from /proc (Linux).
 //
 // When the targets include ratekeeper, envoy, envoy-best and noop, the
 // report ends with the service's goals checked against them.
@@ -63,6 +65,7 @@ import (
 // target is one service under test.
 type target struct {
 	name, addr string
+	pid        int // its process, for its CPU time; 0 unknown
 }
 
 // config is what the flags set.
@@ -114,7 +117,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	descs := fs.Int("descs", 1, "descriptors per request")
 	conns := fs.Int("conns", 1, "gRPC connections per target, shared by the callers")
 	timeout := fs.Duration("timeout", 5*time.Second, "deadline of each call")
-	redisAddr := fs.String("redis", "", "Redis `address` the targets use, to count its commands and reads per call (default: not counted)")
+	redisAddr := fs.String("redis", "", "Redis `address` the targets use, to count its commands, reads and CPU time per call (default: not counted)")
+	pids := fs.String("pids", "", "the targets' processes, as comma-separated `name=pid` pairs, to report their CPU time per call")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -142,6 +146,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if cfg.redis != "" {
 		if err := measure.CheckLoopback("redis", cfg.redis); err != nil {
 			return config{}, err
+		}
+	}
+	if *pids != "" {
+		if err := setPids(cfg.targets, *pids); err != nil {
+			return config{}, fmt.Errorf("-pids: %w", err)
 		}
 	}
 	if *baseline == "" {
@@ -198,6 +207,23 @@ func parseTargets(s string) ([]target, error) {
 	return ts, nil
 }
 
+// setPids sets the pid of each target named in name=pid pairs.
+func setPids(ts []target, s string) error {
+	for _, f := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		pid, err := strconv.Atoi(v)
+		if !ok || err != nil || pid < 1 {
+			return fmt.Errorf("%q is not name=pid", f)
+		}
+		i := slices.IndexFunc(ts, func(t target) bool { return t.name == name })
+		if i < 0 {
+			return fmt.Errorf("%q is not a target", name)
+		}
+		ts[i].pid = pid
+	}
+	return nil
+}
+
 // sample is the outcome of one run of one target, or the median of
 // several.
 type sample struct {
@@ -206,9 +232,10 @@ type sample struct {
 	p50, p99                 time.Duration
 	hist                     *measure.Histogram
 	elapsed                  time.Duration
-	// Redis's counts over the run; -1 when not read.
-	redisCmds, redisReads float64
-	cmdCalls              map[string]float64 // per command
+	// Redis's counts over the run, and the CPU time in µs of its main
+	// thread and of the target; -1 when not read.
+	redisCmds, redisReads, redisCPU, serviceCPU float64
+	cmdCalls                                    map[string]float64 // per command
 }
 
 // add merges o, a run of the same target in the same cell, into s.
@@ -220,15 +247,21 @@ func (s *sample) add(o sample) {
 	s.hist.Merge(o.hist)
 	s.rate = float64(s.calls) / s.elapsed.Seconds()
 	s.p50, s.p99 = s.hist.Quantile(0.50), s.hist.Quantile(0.99)
-	if s.redisCmds < 0 || o.redisCmds < 0 {
-		s.redisCmds, s.redisReads = -1, -1
-	} else {
-		s.redisCmds += o.redisCmds
-		s.redisReads += o.redisReads
-	}
+	s.redisCmds = sum(s.redisCmds, o.redisCmds)
+	s.redisReads = sum(s.redisReads, o.redisReads)
+	s.redisCPU = sum(s.redisCPU, o.redisCPU)
+	s.serviceCPU = sum(s.serviceCPU, o.serviceCPU)
 	for k, v := range o.cmdCalls {
 		s.cmdCalls[k] += v
 	}
+}
+
+// sum returns a+b, or -1 when either is unknown.
+func sum(a, b float64) float64 {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return a + b
 }
 
 // perCall returns x per answered call, or -1 when x is unknown.
@@ -301,6 +334,8 @@ func median(ss []sample) sample {
 	m.overLimit = int64(n * pick(func(s sample) float64 { return s.perCall(float64(s.overLimit)) }))
 	m.redisCmds = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisCmds) }))
 	m.redisReads = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisReads) }))
+	m.redisCPU = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisCPU) }))
+	m.serviceCPU = scaled(n, pick(func(s sample) float64 { return s.perCall(s.serviceCPU) }))
 	names := make(map[string]bool)
 	for _, s := range ss {
 		m.errors += s.errors
@@ -373,7 +408,7 @@ func run(cfg config, out, progress io.Writer) error {
 			for pass := range 2 {
 				for _, i := range order {
 					t := cfg.targets[i]
-					s, err := runOne(ctx, cfg, admin, clients[i], reqs, conc, cfg.dur/2)
+					s, err := runOne(ctx, cfg, admin, t, clients[i], reqs, conc, cfg.dur/2)
 					if err != nil {
 						return fmt.Errorf("%s conc=%d: %w", t.name, conc, err)
 					}
@@ -426,8 +461,8 @@ func requests(cfg config) []*rlsv3.RateLimitRequest {
 }
 
 // runOne warms a target up, then measures it for dur, reading Redis's
-// counters around the measured part.
-func runOne(ctx context.Context, cfg config, admin *redis.Client, clients []rlsv3.RateLimitServiceClient, reqs []*rlsv3.RateLimitRequest, conc int, dur time.Duration) (sample, error) {
+// counters and the target's CPU time around the measured part.
+func runOne(ctx context.Context, cfg config, admin *redis.Client, t target, clients []rlsv3.RateLimitServiceClient, reqs []*rlsv3.RateLimitRequest, conc int, dur time.Duration) (sample, error) {
 	drive(ctx, cfg, clients, reqs, conc, cfg.warmup)
 	var before redisCounts
 	if admin != nil {
@@ -436,49 +471,67 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, clients []rlsv
 			return sample{}, err
 		}
 	}
+	cpu0, cpuErr := targetCPU(t)
 	s, firstErr := drive(ctx, cfg, clients, reqs, conc, dur)
 	if firstErr != nil {
-		log.Printf("conc=%d: %d errors, the first: %v", conc, s.errors, firstErr)
+		log.Printf("%s conc=%d: %d errors, the first: %v", t.name, conc, s.errors, firstErr)
 	}
-	s.redisCmds, s.redisReads, s.cmdCalls = -1, -1, map[string]float64{}
+	s.serviceCPU = -1
+	if cpu1, err := targetCPU(t); err == nil && cpuErr == nil {
+		s.serviceCPU = cpu1 - cpu0
+	}
+	s.redisCmds, s.redisReads, s.redisCPU, s.cmdCalls = -1, -1, -1, map[string]float64{}
 	if admin != nil {
 		after, err := readRedis(ctx, admin)
 		if err != nil {
 			return sample{}, err
 		}
-		s.redisCmds, s.redisReads, s.cmdCalls = after.since(before)
+		s.redisCmds, s.redisReads, s.redisCPU, s.cmdCalls = after.since(before)
 	}
 	return s, nil
 }
 
+// targetCPU returns the CPU time of t's process in µs, or an error when
+// it is unknown.
+func targetCPU(t target) (float64, error) {
+	if t.pid == 0 {
+		return 0, errors.New("no pid")
+	}
+	return measure.ProcessCPU(t.pid)
+}
+
 // redisCounts are Redis's counters at one moment.
 type redisCounts struct {
-	cmds, reads float64
-	perCmd      map[string]measure.CmdStat
+	cmds, reads, cpu float64
+	perCmd           map[string]measure.CmdStat
 }
 
-// readRedis reads INFO stats, then INFO commandstats.
+// readRedis reads INFO stats, commandstats and cpu, in one command.
 func readRedis(ctx context.Context, c *redis.Client) (redisCounts, error) {
-	stats, err := measure.InfoNumbers(ctx, c, "stats")
+	info, err := c.Info(ctx, "stats", "commandstats", "cpu").Result()
 	if err != nil {
 		return redisCounts{}, err
 	}
-	perCmd, err := measure.CommandStats(ctx, c)
+	nums, err := measure.ParseInfoNumbers(info)
 	if err != nil {
 		return redisCounts{}, err
 	}
-	return redisCounts{cmds: stats["total_commands_processed"], reads: stats["total_reads_processed"], perCmd: perCmd}, nil
+	perCmd, err := measure.ParseCommandStats(info)
+	if err != nil {
+		return redisCounts{}, err
+	}
+	return redisCounts{cmds: nums["total_commands_processed"], reads: nums["total_reads_processed"],
+		cpu: measure.MainThreadCPU(nums), perCmd: perCmd}, nil
 }
 
-// readingCost is what one readRedis before and one after add to the
-// counts between them: Redis counts a command once it has run and a read
-// as it makes it, so the first INFO's read, the other three INFOs and
-// their reads fall in between.
-const readingCost = 3
+// readingCost is what the readings before and after add to the counts
+// between them: Redis counts a command once it has run, so the first INFO
+// falls in between, and a read as it makes it, so the second's read does.
+const readingCost = 1
 
-// since returns the commands and reads made between b and a, less
-// rlsload's own, and the calls of each command but INFO.
-func (a redisCounts) since(b redisCounts) (cmds, reads float64, perCmd map[string]float64) {
+// since returns the commands, reads and CPU µs of Redis between b and a,
+// less rlsload's own, and the calls of each command but INFO.
+func (a redisCounts) since(b redisCounts) (cmds, reads, cpu float64, perCmd map[string]float64) {
 	perCmd = make(map[string]float64)
 	for name, s := range a.perCmd {
 		if name == "info" {
@@ -488,7 +541,7 @@ func (a redisCounts) since(b redisCounts) (cmds, reads float64, perCmd map[strin
 			perCmd[name] = float64(d)
 		}
 	}
-	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost, 0), perCmd
+	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost, 0), max(a.cpu-b.cpu, 0), perCmd
 }
 
 // worker is what one caller counts.

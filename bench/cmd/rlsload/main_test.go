@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,11 +19,11 @@ import (
 )
 
 func TestFlags(t *testing.T) {
-	cfg, err := parseFlags([]string{"-targets", "a=127.0.0.1:1, b=localhost:2", "-baseline", "b,a", "-conc", "1,8", "-keys", "50", "-conns", "2"}, new(bytes.Buffer))
+	cfg, err := parseFlags([]string{"-targets", "a=127.0.0.1:1, b=localhost:2", "-baseline", "b,a", "-conc", "1,8", "-keys", "50", "-conns", "2", "-pids", "b=42"}, new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.targets) != 2 || cfg.targets[1] != (target{"b", "localhost:2"}) ||
+	if len(cfg.targets) != 2 || cfg.targets[1] != (target{"b", "localhost:2", 42}) || cfg.targets[0].pid != 0 ||
 		strings.Join(cfg.baselines, ",") != "b,a" || len(cfg.conc) != 2 || cfg.conc[1] != 8 ||
 		cfg.keys != 50 || cfg.conns != 2 || cfg.domain != "bench" || cfg.descs != 1 {
 		t.Errorf("parseFlags = %+v", cfg)
@@ -48,6 +49,8 @@ func TestFlags(t *testing.T) {
 		{"-addr", "127.0.0.1:1", "-descs", "0"},
 		{"-addr", "127.0.0.1:1", "-rounds", "0"},
 		{"-addr", "127.0.0.1:1", "extra"},
+		{"-addr", "127.0.0.1:1", "-pids", "other=1"},
+		{"-addr", "127.0.0.1:1", "-pids", "rls=x"},
 	} {
 		if _, err := parseFlags(args, new(bytes.Buffer)); err == nil {
 			t.Errorf("parseFlags(%q): no error", args)
@@ -60,7 +63,8 @@ func runs(p99 time.Duration, reads float64, rates ...float64) []sample {
 	ss := make([]sample, len(rates))
 	for i, r := range rates {
 		ss[i] = sample{calls: 1000, rate: r, p50: p99 / 2, p99: p99, overLimit: 10,
-			redisCmds: 2 * reads * 1000, redisReads: reads * 1000, cmdCalls: map[string]float64{"evalsha": reads * 1000}}
+			redisCmds: 2 * reads * 1000, redisReads: reads * 1000, redisCPU: 15000, serviceCPU: -1,
+			cmdCalls: map[string]float64{"evalsha": reads * 1000}}
 	}
 	return ss
 }
@@ -69,7 +73,7 @@ func runs(p99 time.Duration, reads float64, rates ...float64) []sample {
 // per-round ratios, and the goals.
 func TestReport(t *testing.T) {
 	cfg := config{
-		targets:   []target{{"noop", ""}, {"envoy", ""}, {"envoy-best", ""}, {"ratekeeper", ""}},
+		targets:   []target{{name: "noop"}, {name: "envoy"}, {name: "envoy-best"}, {name: "ratekeeper"}},
 		baselines: []string{"envoy-best", "noop"},
 		conc:      []int{1, 128},
 		redis:     "127.0.0.1:6379",
@@ -90,11 +94,11 @@ func TestReport(t *testing.T) {
 	printGoals(&out, cfg, res)
 	got := out.String()
 	for _, want := range []string{
-		"| callers | service | decisions/s | × envoy-best | × noop | p50 µs | p99 µs | OVER_LIMIT | Redis commands/call | Redis reads/call | errors |",
+		"| callers | service | decisions/s | × envoy-best | × noop | p50 µs | p99 µs | OVER_LIMIT | service CPU µs/call | Redis CPU µs/call | Redis commands/call | Redis reads/call | errors |",
 		// Ratios 1.4, 1.8, 1.5 to envoy-best: median 1.5.
-		"| 1 | ratekeeper | 3,500 | 1.50 | 0.70 | 500 | 1000 | 1.00% | 2.00 | 1.00 | 0 |",
+		"| 1 | ratekeeper | 3,500 | 1.50 | 0.70 | 500 | 1000 | 1.00% | - | 15.0 | 2.00 | 1.00 | 0 |",
 		"| 1 | envoy-best | 2,000 | - | 0.50 | ",
-		"| 128 | ratekeeper | 29,000 | 2.07 | 0.72 | 5000 | 10000 | 1.00% | 0.20 | 0.10 | 0 |",
+		"| 128 | ratekeeper | 29,000 | 2.07 | 0.72 | 5000 | 10000 | 1.00% | - | 15.0 | 0.20 | 0.10 | 0 |",
 		"| 128 | ratekeeper | EVALSHA 0.100 |",
 		"| 1 | noop | none |",
 		"| decisions/s at 128 callers ≥ 2× envoy-best, p99 no worse | 2.07×; p99 10000 µs vs 20000 µs | yes |",
@@ -119,11 +123,11 @@ func TestReport(t *testing.T) {
 }
 
 func TestRedisCountsSince(t *testing.T) {
-	before := redisCounts{cmds: 100, reads: 50, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 10}, "info": {Calls: 5}}}
-	after := redisCounts{cmds: 123, reads: 63, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 20}, "expire": {Calls: 10}, "info": {Calls: 8}}}
-	cmds, reads, per := after.since(before)
-	if cmds != 20 || reads != 10 || len(per) != 2 || per["incrby"] != 10 || per["expire"] != 10 {
-		t.Errorf("since = %v, %v, %v", cmds, reads, per)
+	before := redisCounts{cmds: 100, reads: 50, cpu: 1000, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 10}, "info": {Calls: 5}}}
+	after := redisCounts{cmds: 121, reads: 61, cpu: 1500, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 20}, "expire": {Calls: 10}, "info": {Calls: 6}}}
+	cmds, reads, cpu, per := after.since(before)
+	if cmds != 20 || reads != 10 || cpu != 500 || len(per) != 2 || per["incrby"] != 10 || per["expire"] != 10 {
+		t.Errorf("since = %v, %v, %v, %v", cmds, reads, cpu, per)
 	}
 }
 
@@ -162,7 +166,7 @@ func TestRun(t *testing.T) {
 		targets = append(targets, name+"="+lis.Addr().String())
 	}
 	cfg, err := parseFlags([]string{"-targets", strings.Join(targets, ","), "-conc", "1,4", "-dur", "40ms",
-		"-warmup", "0", "-rounds", "2", "-keys", "2", "-conns", "2"}, new(bytes.Buffer))
+		"-warmup", "0", "-rounds", "2", "-keys", "2", "-conns", "2", "-pids", "a=" + strconv.Itoa(os.Getpid())}, new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +182,17 @@ func TestRun(t *testing.T) {
 	}
 	// Half the values are v0: about half the calls are OVER_LIMIT, none
 	// is an error, and without -redis nothing is said of Redis.
+	// Both services run in this process, whose CPU time a's row gives.
 	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "| 4 | a |") && strings.TrimSpace(strings.Split(line, "|")[8]) == "-" {
+			t.Errorf("row %q: no service CPU time", line)
+		}
 		if !strings.HasPrefix(line, "| 4 | b |") {
 			continue
 		}
 		f := strings.Split(line, "|")
 		over, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(f[7]), "%"), 64)
-		if errs, reads := strings.TrimSpace(f[10]), strings.TrimSpace(f[9]); err != nil || over < 20 || over > 80 || errs != "0" || reads != "-" {
+		if errs, reads := strings.TrimSpace(f[12]), strings.TrimSpace(f[11]); err != nil || over < 20 || over > 80 || errs != "0" || reads != "-" {
 			t.Errorf("row %q: OVER_LIMIT %v (%v), errors %s, reads %s", line, over, err, errs, reads)
 		}
 	}

@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,11 +60,25 @@ func TestCheckLoopback(t *testing.T) {
 }
 
 func TestParseInfoNumbers(t *testing.T) {
-	f, err := parseInfoNumbers("# Stats\r\ntotal_commands_processed:42\r\ntotal_reads_processed:7\r\nrdb_last_bgsave_status:ok\r\n")
+	f, err := ParseInfoNumbers("# Stats\r\ntotal_commands_processed:42\r\ntotal_reads_processed:7\r\nrdb_last_bgsave_status:ok\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f["total_commands_processed"] != 42 || f["total_reads_processed"] != 7 || len(f) != 2 {
-		t.Errorf("parseInfoNumbers = %v", f)
+		t.Errorf("ParseInfoNumbers = %v", f)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	line := "1234 (a b) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 8 0 100 1000000 2000 18446744073709551615\n"
+	us, err := parseProcStat(line)
+	if err != nil || us != 3e6 {
+		t.Errorf("parseProcStat = %v, %v; want 3e6 µs (300 ticks)", us, err)
+	}
+	if _, err := parseProcStat("1234 (x) S 1"); err == nil {
+		t.Error("a short line: no error")
+	}
+	if us, err := ProcessCPU(os.Getpid()); err != nil || us < 0 {
+		t.Errorf("ProcessCPU(self) = %v, %v", us, err)
 	}
 }

@@ -22,6 +22,12 @@ func CommandStats(ctx context.Context, c *redis.Client) (map[string]CmdStat, err
 	if err != nil {
 		return nil, err
 	}
+	return ParseCommandStats(info)
+}
+
+// ParseCommandStats reads the commandstats lines of an INFO reply, keyed
+// by lower-case command name, and ignores the rest.
+func ParseCommandStats(info string) (map[string]CmdStat, error) {
 	stats := make(map[string]CmdStat)
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -53,26 +59,33 @@ func CPUMicros(ctx context.Context, c *redis.Client) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return MainThreadCPU(fields), nil
+}
+
+// MainThreadCPU returns the CPU time of Redis's main thread, in
+// microseconds, from the numbers of INFO cpu.
+func MainThreadCPU(fields map[string]float64) float64 {
 	user, okUser := fields["used_cpu_user_main_thread"]
 	sys, okSys := fields["used_cpu_sys_main_thread"]
 	if !okUser || !okSys {
 		// Before Redis 6.2: the whole process.
 		user, sys = fields["used_cpu_user"], fields["used_cpu_sys"]
 	}
-	return (user + sys) * 1e6, nil
+	return (user + sys) * 1e6
 }
 
-// InfoNumbers reads one section of INFO, such as "stats", and returns its
+// InfoNumbers reads sections of INFO, such as "stats", and returns their
 // numeric fields by name.
-func InfoNumbers(ctx context.Context, c *redis.Client, section string) (map[string]float64, error) {
-	info, err := c.Info(ctx, section).Result()
+func InfoNumbers(ctx context.Context, c *redis.Client, sections ...string) (map[string]float64, error) {
+	info, err := c.Info(ctx, sections...).Result()
 	if err != nil {
 		return nil, err
 	}
-	return parseInfoNumbers(info)
+	return ParseInfoNumbers(info)
 }
 
-func parseInfoNumbers(info string) (map[string]float64, error) {
+// ParseInfoNumbers returns the numeric fields of an INFO reply by name.
+func ParseInfoNumbers(info string) (map[string]float64, error) {
 	fields := make(map[string]float64)
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
