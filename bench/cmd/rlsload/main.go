@@ -23,9 +23,10 @@
 // per-round ratios. With -redis it also reads Redis's INFO around every
 // run and reports, per RLS call, the commands Redis ran
 // (total_commands_processed) and the reads it made from its clients
-// (total_reads_processed): a read takes in whatever a client had sent, a
-// round trip or several pipelined ones, so reads per call bound round
-// trips per call from below and equal them when calls do not overlap.
+// (total_reads_processed, less PINGs): a read takes in whatever a client
+// had sent, a round trip or several pipelined ones, so reads per call
+// bound round trips per call from below, and equal them at one caller.
+// The commands include those a script runs.
 // Give it a Redis used by the targets alone. It also reports the CPU
 // time Redis's main thread spent per call, and with -pids, each
 // target's own, from /proc (Linux).
@@ -530,7 +531,10 @@ func readRedis(ctx context.Context, c *redis.Client) (redisCounts, error) {
 const readingCost = 1
 
 // since returns the commands, reads and CPU µs of Redis between b and a,
-// less rlsload's own, and the calls of each command but INFO.
+// less rlsload's own, and the calls of each command but INFO. The reads
+// leave out one per PING: the services' connection pools send them to
+// check idle connections, not to decide, and the idle targets' pools
+// would otherwise be counted in another target's run.
 func (a redisCounts) since(b redisCounts) (cmds, reads, cpu float64, perCmd map[string]float64) {
 	perCmd = make(map[string]float64)
 	for name, s := range a.perCmd {
@@ -541,7 +545,7 @@ func (a redisCounts) since(b redisCounts) (cmds, reads, cpu float64, perCmd map[
 			perCmd[name] = float64(d)
 		}
 	}
-	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost, 0), max(a.cpu-b.cpu, 0), perCmd
+	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost-perCmd["ping"], 0), max(a.cpu-b.cpu, 0), perCmd
 }
 
 // worker is what one caller counts.

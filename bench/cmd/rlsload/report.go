@@ -147,7 +147,7 @@ func printGoals(out io.Writer, cfg config, res results) {
 			worst = max(worst, m.perCall(m.redisReads))
 		}
 		if worst >= 0 {
-			fmt.Fprintf(out, "| Redis round trips (reads) per RLS call ≤ 1, at every concurrency | %.2f at most | %s |\n", worst, verdict(worst <= 1))
+			fmt.Fprintf(out, "| Redis round trips (reads) per RLS call ≤ 1, at every concurrency | %.3f at most | %s |\n", worst, verdict(worst <= 1))
 		}
 	}
 	fmt.Fprintln(out)
