@@ -211,4 +211,4 @@ fi
 echo "bench-service: envoy-best is envoyproxy/ratelimit with $ENVOY_BEST" >&2
 timeout -k 5 "$BENCH_SERVICE_TIMEOUT" "$dir/bin/rlsload" -redis "$redis_addr" \
 	-targets "$(IFS=,; echo "${targets[*]}")" -pids "$(IFS=,; echo "${target_pids[*]}")" -baseline "$baseline" \
-	-conc 1,16,128 -dur 4s -rounds 3 -keys 10000 "$@"
+	-conc 1,16,128 -dur 2s -warmup 250ms -rounds 7 -keys 10000 "$@"

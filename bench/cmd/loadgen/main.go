@@ -59,7 +59,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
@@ -348,9 +347,9 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 	if err != nil {
 		return sample{}, err
 	}
-	client0 := processMicros()
+	client0 := measure.SelfCPU()
 	s, firstErr := drive(ctx, decide, keys, conc, dur)
-	s.clientUsec = processMicros() - client0
+	s.clientUsec = measure.SelfCPU() - client0
 	if firstErr != nil {
 		log.Printf("%s %s conc=%d: %d errors, the first: %v", l.name, mode, conc, s.errors, firstErr)
 	}
@@ -481,17 +480,6 @@ func median(ss []sample) sample {
 		m.errors += s.errors
 	}
 	return m
-}
-
-// processMicros returns the CPU time this process has used, in
-// microseconds: what a library costs the application, measured while it
-// alone runs.
-func processMicros() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
 func perDecision(total float64, decisions int64) float64 {

@@ -29,7 +29,9 @@
 // The commands include those a script runs.
 // Give it a Redis used by the targets alone. It also reports the CPU
 // time Redis's main thread spent per call, and with -pids, each
-// target's own, from /proc (Linux).
+// target's own, from /proc (Linux), and rlsload's: at 128 callers the
+// three share the machine's cores, and their sum per call bounds the
+// decisions/s that the cores allow.
 //
 // When the targets include ratekeeper, envoy, envoy-best and noop, the
 // report ends with the service's goals checked against them.
@@ -234,9 +236,9 @@ type sample struct {
 	hist                     *measure.Histogram
 	elapsed                  time.Duration
 	// Redis's counts over the run, and the CPU time in µs of its main
-	// thread and of the target; -1 when not read.
-	redisCmds, redisReads, redisCPU, serviceCPU float64
-	cmdCalls                                    map[string]float64 // per command
+	// thread, of the target and of rlsload; -1 when not read.
+	redisCmds, redisReads, redisCPU, serviceCPU, clientCPU float64
+	cmdCalls                                               map[string]float64 // per command
 }
 
 // add merges o, a run of the same target in the same cell, into s.
@@ -252,6 +254,7 @@ func (s *sample) add(o sample) {
 	s.redisReads = sum(s.redisReads, o.redisReads)
 	s.redisCPU = sum(s.redisCPU, o.redisCPU)
 	s.serviceCPU = sum(s.serviceCPU, o.serviceCPU)
+	s.clientCPU = sum(s.clientCPU, o.clientCPU)
 	for k, v := range o.cmdCalls {
 		s.cmdCalls[k] += v
 	}
@@ -337,6 +340,7 @@ func median(ss []sample) sample {
 	m.redisReads = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisReads) }))
 	m.redisCPU = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisCPU) }))
 	m.serviceCPU = scaled(n, pick(func(s sample) float64 { return s.perCall(s.serviceCPU) }))
+	m.clientCPU = scaled(n, pick(func(s sample) float64 { return s.perCall(s.clientCPU) }))
 	names := make(map[string]bool)
 	for _, s := range ss {
 		m.errors += s.errors
@@ -473,7 +477,9 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, t target, clie
 		}
 	}
 	cpu0, cpuErr := targetCPU(t)
+	client0 := measure.SelfCPU()
 	s, firstErr := drive(ctx, cfg, clients, reqs, conc, dur)
+	s.clientCPU = measure.SelfCPU() - client0
 	if firstErr != nil {
 		log.Printf("%s conc=%d: %d errors, the first: %v", t.name, conc, s.errors, firstErr)
 	}

@@ -16,10 +16,10 @@ func printTable(out io.Writer, cfg config, res results) {
 	for _, b := range cfg.baselines {
 		fmt.Fprintf(out, " × %s |", b)
 	}
-	fmt.Fprintln(out, " p50 µs | p99 µs | OVER_LIMIT | service CPU µs/call | Redis CPU µs/call | Redis commands/call | Redis reads/call | errors |")
+	fmt.Fprintln(out, " p50 µs | p99 µs | OVER_LIMIT | service CPU µs/call | Redis CPU µs/call | rlsload CPU µs/call | Redis commands/call | Redis reads/call | errors |")
 	fmt.Fprint(out, "|---:|---|---:|")
 	fmt.Fprint(out, strings.Repeat("---:|", len(cfg.baselines)))
-	fmt.Fprintln(out, "---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, conc := range cfg.conc {
 		for _, t := range cfg.targets {
 			m, ok := res.med[cell{conc, t.name}]
@@ -34,9 +34,9 @@ func printTable(out io.Writer, cfg config, res results) {
 				}
 				fmt.Fprintf(out, " %s |", vs)
 			}
-			fmt.Fprintf(out, " %s | %s | %s | %s | %s | %s | %s | %d |\n",
+			fmt.Fprintf(out, " %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 				measure.Micros(m.p50), measure.Micros(m.p99), percent(m.perCall(float64(m.overLimit))),
-				fixed(1, m.perCall(m.serviceCPU)), fixed(1, m.perCall(m.redisCPU)),
+				fixed(1, m.perCall(m.serviceCPU)), fixed(1, m.perCall(m.redisCPU)), fixed(1, m.perCall(m.clientCPU)),
 				fixed(2, m.perCall(m.redisCmds)), fixed(2, m.perCall(m.redisReads)), m.errors)
 		}
 	}
