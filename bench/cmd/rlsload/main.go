@@ -238,7 +238,7 @@ type sample struct {
 	// Redis's counts over the run, and the CPU time in µs of its main
 	// thread, of the target and of rlsload; -1 when not read.
 	redisCmds, redisReads, redisCPU, serviceCPU, clientCPU float64
-	cmdCalls                                               map[string]float64 // per command
+	cmds                                                   map[string]cmdDelta // per command
 }
 
 // add merges o, a run of the same target in the same cell, into s.
@@ -255,8 +255,9 @@ func (s *sample) add(o sample) {
 	s.redisCPU = sum(s.redisCPU, o.redisCPU)
 	s.serviceCPU = sum(s.serviceCPU, o.serviceCPU)
 	s.clientCPU = sum(s.clientCPU, o.clientCPU)
-	for k, v := range o.cmdCalls {
-		s.cmdCalls[k] += v
+	for k, v := range o.cmds {
+		d := s.cmds[k]
+		s.cmds[k] = cmdDelta{d.calls + v.calls, d.usec + v.usec}
 	}
 }
 
@@ -329,11 +330,11 @@ func median(ss []sample) sample {
 	// fields keep their meaning.
 	const n = 1_000_000
 	m := sample{
-		calls:    n,
-		rate:     pick(func(s sample) float64 { return s.rate }),
-		p50:      time.Duration(pick(func(s sample) float64 { return float64(s.p50) })),
-		p99:      time.Duration(pick(func(s sample) float64 { return float64(s.p99) })),
-		cmdCalls: make(map[string]float64),
+		calls: n,
+		rate:  pick(func(s sample) float64 { return s.rate }),
+		p50:   time.Duration(pick(func(s sample) float64 { return float64(s.p50) })),
+		p99:   time.Duration(pick(func(s sample) float64 { return float64(s.p99) })),
+		cmds:  make(map[string]cmdDelta),
 	}
 	m.overLimit = int64(n * pick(func(s sample) float64 { return s.perCall(float64(s.overLimit)) }))
 	m.redisCmds = scaled(n, pick(func(s sample) float64 { return s.perCall(s.redisCmds) }))
@@ -344,12 +345,15 @@ func median(ss []sample) sample {
 	names := make(map[string]bool)
 	for _, s := range ss {
 		m.errors += s.errors
-		for k := range s.cmdCalls {
+		for k := range s.cmds {
 			names[k] = true
 		}
 	}
 	for k := range names {
-		m.cmdCalls[k] = n * pick(func(s sample) float64 { return s.perCall(s.cmdCalls[k]) })
+		m.cmds[k] = cmdDelta{
+			calls: n * pick(func(s sample) float64 { return s.perCall(s.cmds[k].calls) }),
+			usec:  n * pick(func(s sample) float64 { return s.perCall(s.cmds[k].usec) }),
+		}
 	}
 	return m
 }
@@ -487,13 +491,13 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, t target, clie
 	if cpu1, err := targetCPU(t); err == nil && cpuErr == nil {
 		s.serviceCPU = cpu1 - cpu0
 	}
-	s.redisCmds, s.redisReads, s.redisCPU, s.cmdCalls = -1, -1, -1, map[string]float64{}
+	s.redisCmds, s.redisReads, s.redisCPU, s.cmds = -1, -1, -1, map[string]cmdDelta{}
 	if admin != nil {
 		after, err := readRedis(ctx, admin)
 		if err != nil {
 			return sample{}, err
 		}
-		s.redisCmds, s.redisReads, s.redisCPU, s.cmdCalls = after.since(before)
+		s.redisCmds, s.redisReads, s.redisCPU, s.cmds = after.since(before)
 	}
 	return s, nil
 }
@@ -536,22 +540,28 @@ func readRedis(ctx context.Context, c *redis.Client) (redisCounts, error) {
 // falls in between, and a read as it makes it, so the second's read does.
 const readingCost = 1
 
+// cmdDelta is what one command did over a run: its calls and the µs
+// Redis spent running them (INFO commandstats).
+type cmdDelta struct {
+	calls, usec float64
+}
+
 // since returns the commands, reads and CPU µs of Redis between b and a,
-// less rlsload's own, and the calls of each command but INFO. The reads
+// less rlsload's own, and what each command but INFO did. The reads
 // leave out one per PING: the services' connection pools send them to
 // check idle connections, not to decide, and the idle targets' pools
 // would otherwise be counted in another target's run.
-func (a redisCounts) since(b redisCounts) (cmds, reads, cpu float64, perCmd map[string]float64) {
-	perCmd = make(map[string]float64)
+func (a redisCounts) since(b redisCounts) (cmds, reads, cpu float64, perCmd map[string]cmdDelta) {
+	perCmd = make(map[string]cmdDelta)
 	for name, s := range a.perCmd {
 		if name == "info" {
 			continue
 		}
 		if d := s.Calls - b.perCmd[name].Calls; d > 0 {
-			perCmd[name] = float64(d)
+			perCmd[name] = cmdDelta{float64(d), float64(max(s.Usec-b.perCmd[name].Usec, 0))}
 		}
 	}
-	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost-perCmd["ping"], 0), max(a.cpu-b.cpu, 0), perCmd
+	return max(a.cmds-b.cmds-readingCost, 0), max(a.reads-b.reads-readingCost-perCmd["ping"].calls, 0), max(a.cpu-b.cpu, 0), perCmd
 }
 
 // worker is what one caller counts.

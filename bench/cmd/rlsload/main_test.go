@@ -64,7 +64,7 @@ func runs(p99 time.Duration, reads float64, rates ...float64) []sample {
 	for i, r := range rates {
 		ss[i] = sample{calls: 1000, rate: r, p50: p99 / 2, p99: p99, overLimit: 10,
 			redisCmds: 2 * reads * 1000, redisReads: reads * 1000, redisCPU: 15000, serviceCPU: -1, clientCPU: 40000,
-			cmdCalls: map[string]float64{"evalsha": reads * 1000}}
+			cmds: map[string]cmdDelta{"evalsha": {reads * 1000, 5000}}}
 	}
 	return ss
 }
@@ -99,7 +99,7 @@ func TestReport(t *testing.T) {
 		"| 1 | ratekeeper | 3,500 | 1.50 | 0.70 | 500 | 1000 | 1.00% | - | 15.0 | 40.0 | 2.00 | 1.00 | 0 |",
 		"| 1 | envoy-best | 2,000 | - | 0.50 | ",
 		"| 128 | ratekeeper | 29,000 | 2.07 | 0.72 | 5000 | 10000 | 1.00% | - | 15.0 | 40.0 | 0.20 | 0.10 | 0 |",
-		"| 128 | ratekeeper | EVALSHA 0.100 |",
+		"| 128 | ratekeeper | EVALSHA 0.100 (5.0 µs) |",
 		"| 1 | noop | none |",
 		"| decisions/s at 128 callers ≥ 2× envoy-best, p99 no worse | 2.07×; p99 10000 µs vs 20000 µs | yes |",
 		"| decisions/s at 128 callers ≥ 0.65× noop | 0.72× | yes |",
@@ -123,10 +123,10 @@ func TestReport(t *testing.T) {
 }
 
 func TestRedisCountsSince(t *testing.T) {
-	before := redisCounts{cmds: 100, reads: 50, cpu: 1000, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 10}, "info": {Calls: 5}}}
-	after := redisCounts{cmds: 123, reads: 63, cpu: 1500, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 20}, "expire": {Calls: 10}, "ping": {Calls: 2}, "info": {Calls: 6}}}
+	before := redisCounts{cmds: 100, reads: 50, cpu: 1000, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 10, Usec: 7}, "info": {Calls: 5}}}
+	after := redisCounts{cmds: 123, reads: 63, cpu: 1500, perCmd: map[string]measure.CmdStat{"incrby": {Calls: 20, Usec: 27}, "expire": {Calls: 10, Usec: 5}, "ping": {Calls: 2}, "info": {Calls: 6}}}
 	cmds, reads, cpu, per := after.since(before)
-	if cmds != 22 || reads != 10 || cpu != 500 || len(per) != 3 || per["incrby"] != 10 || per["expire"] != 10 {
+	if cmds != 22 || reads != 10 || cpu != 500 || len(per) != 3 || per["incrby"] != (cmdDelta{10, 20}) || per["expire"] != (cmdDelta{10, 5}) {
 		t.Errorf("since = %v, %v, %v, %v", cmds, reads, cpu, per)
 	}
 }

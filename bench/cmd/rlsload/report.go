@@ -49,7 +49,7 @@ func printCommands(out io.Writer, cfg config, res results) {
 	if cfg.redis == "" {
 		return
 	}
-	fmt.Fprintln(out, "Redis commands per RLS call, by command:")
+	fmt.Fprintln(out, "Redis commands per RLS call, by command, each with the µs Redis spent running it per RLS call (INFO commandstats; a script's time includes the commands it runs):")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| callers | service | commands |\n|---:|---|---|")
 	for _, conc := range cfg.conc {
@@ -68,13 +68,13 @@ func printCommands(out io.Writer, cfg config, res results) {
 // leaving out those below one in a thousand calls.
 func commandMix(m sample) string {
 	type cmd struct {
-		name    string
-		perCall float64
+		name          string
+		perCall, usec float64
 	}
 	var cmds []cmd
-	for name, n := range m.cmdCalls {
-		if pc := m.perCall(n); pc >= 0.001 {
-			cmds = append(cmds, cmd{name, pc})
+	for name, d := range m.cmds {
+		if pc := m.perCall(d.calls); pc >= 0.001 {
+			cmds = append(cmds, cmd{name, pc, m.perCall(d.usec)})
 		}
 	}
 	if len(cmds) == 0 {
@@ -91,7 +91,7 @@ func commandMix(m sample) string {
 	})
 	parts := make([]string, len(cmds))
 	for i, c := range cmds {
-		parts[i] = fmt.Sprintf("%s %.3f", strings.ToUpper(c.name), c.perCall)
+		parts[i] = fmt.Sprintf("%s %.3f (%.1f µs)", strings.ToUpper(c.name), c.perCall, c.usec)
 	}
 	return strings.Join(parts, ", ")
 }
