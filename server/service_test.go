@@ -1,0 +1,429 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+	"github.com/ratekeeper/ratekeeper/server/config"
+)
+
+
+const testConfig = `
+domain: test
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: path
+    value: /slow
+    rate_limit: {unit: hour, requests_per_unit: 2, name: slow-path}
+  - key: team
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: vip
+    rate_limit: {unlimited: true}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: closed
+    rate_limit: {unit: hour, requests_per_unit: 0}
+`
+
+// stores returns the stores every service test runs on: the in-process
+// one, and Redis when RATEKEEPER_REDIS_ADDR names one (a failure under
+// CI=true when it does not).
+func stores(t *testing.T) map[string]Store {
+	t.Helper()
+	out := map[string]Store{"memstore": memstore.New()}
+	if c := redisClient(t); c != nil {
+		out["redis"] = redisstore.New(c, redisstore.WithKeyPrefix("svc-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	}
+	return out
+}
+
+// redisClient is a client of the test Redis, or nil without one.
+func redisClient(t *testing.T) *redis.Client {
+	t.Helper()
+	addr := os.Getenv("RATEKEEPER_REDIS_ADDR")
+	if addr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("RATEKEEPER_REDIS_ADDR is not set: run the tests with scripts/with-redis.sh (make test)")
+		}
+		t.Log("RATEKEEPER_REDIS_ADDR is not set: Redis cases skipped")
+		return nil
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func loadConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func newService(t *testing.T, st Store, yaml string, opts Options) *Service {
+	t.Helper()
+	svc := New(st, opts)
+	if err := svc.SetConfig(loadConfig(t, yaml)); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// desc makes a descriptor of key/value pairs.
+func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func withHits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+func ask(t *testing.T, svc *Service, hits uint32, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "test", Descriptors: ds, HitsAddend: hits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Statuses) != len(ds) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(ds))
+	}
+	return resp
+}
+
+// unique returns a value no other test uses, so that tests sharing a
+// Redis never share a counter.
+func unique(t *testing.T) string {
+	return t.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+func TestEnvoyFixedWindow(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, testConfig, Options{})
+			user := unique(t)
+			for want := 4; want >= 0; want-- {
+				resp := ask(t, svc, 0, desc("user", user))
+				s := resp.Statuses[0]
+				if resp.OverallCode != rlsv3.RateLimitResponse_OK || s.LimitRemaining != uint32(want) {
+					t.Fatalf("want OK with %d remaining, got %v", want, resp)
+				}
+				if l := s.CurrentLimit; l.GetRequestsPerUnit() != 5 || l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+					t.Fatalf("current_limit %v", l)
+				}
+				checkUntilHour(t, s.DurationUntilReset.AsDuration())
+			}
+			resp := ask(t, svc, 0, desc("user", user))
+			if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+				resp.Statuses[0].LimitRemaining != 0 {
+				t.Fatalf("6th call: %v", resp)
+			}
+			checkUntilHour(t, resp.Statuses[0].DurationUntilReset.AsDuration())
+		})
+	}
+}
+
+// checkUntilHour checks a duration_until_reset against the time to the
+// top of the hour, as envoy gives it: whole seconds, 1 to 3600.
+func checkUntilHour(t *testing.T, got time.Duration) {
+	t.Helper()
+	now := time.Now()
+	want := now.Truncate(time.Hour).Add(time.Hour).Sub(now)
+	if got%time.Second != 0 || got < time.Second || got > time.Hour || (got-want).Abs() > 2*time.Second {
+		t.Fatalf("duration_until_reset %v, want about %v (to the top of the hour)", got, want)
+	}
+}
+
+func TestUnmatchedUnlimitedAndUnknown(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{})
+	resp := ask(t, svc, 0, desc("nothing", "here"), desc("vip", "x"), desc("path", "/fast"))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatal(resp)
+	}
+	if s := resp.Statuses[0]; s.CurrentLimit != nil || s.LimitRemaining != 0 || s.DurationUntilReset != nil {
+		t.Errorf("no rule: %v", s)
+	}
+	if s := resp.Statuses[1]; s.CurrentLimit != nil || s.LimitRemaining != math.MaxUint32 {
+		t.Errorf("unlimited: %v", s)
+	}
+	if s := resp.Statuses[2]; s.CurrentLimit != nil {
+		t.Errorf("another value of a valued rule: %v", s)
+	}
+	other, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "nope",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}})
+	if err != nil || other.OverallCode != rlsv3.RateLimitResponse_OK || other.Statuses[0].CurrentLimit != nil {
+		t.Errorf("unknown domain: %v, %v", other, err)
+	}
+	for _, req := range []*rlsv3.RateLimitRequest{
+		{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}},
+		{Domain: "test"},
+	} {
+		if _, err := svc.Decide(context.Background(), req); !errors.Is(err, errInvalidRequest) {
+			t.Errorf("%v: want an invalid request, got %v", req, err)
+		}
+	}
+}
+
+func TestHitsAddend(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, testConfig, Options{})
+			user := unique(t)
+			if s := ask(t, svc, 3, desc("user", user)).Statuses[0]; s.LimitRemaining != 2 {
+				t.Fatalf("request hits 3: %v", s)
+			}
+			// A descriptor's own hits_addend wins, and 0 only looks.
+			if s := ask(t, svc, 3, withHits(desc("user", user), 0)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != 2 {
+				t.Fatalf("descriptor hits 0: %v", s)
+			}
+			// A cost above what is left is denied and takes nothing.
+			if s := ask(t, svc, 3, desc("user", user)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("hits 3 of 2 left: %v", s)
+			}
+			if s := ask(t, svc, 0, withHits(desc("user", user), 2)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != 0 {
+				t.Fatalf("hits 2 of 2 left, after a denial: %v", s)
+			}
+			// At the limit, a peek is still OK: it needs nothing.
+			if s := ask(t, svc, 0, withHits(desc("user", user), 0)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK {
+				t.Fatalf("peek at the limit: %v", s)
+			}
+			// A cost above the limit itself is OVER_LIMIT, not an error.
+			if s := ask(t, svc, 7, desc("user", unique(t))).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("hits 7 against a limit of 5: %v", s)
+			}
+		})
+	}
+}
+
+func TestDeniedRequestTakesNothing(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, testConfig, Options{})
+			user, team := unique(t), unique(t)
+			// team+user allows 3, user alone 5.
+			for range 3 {
+				if resp := ask(t, svc, 0, desc("user", user), desc("team", team, "user", user)); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+					t.Fatal(resp)
+				}
+			}
+			resp := ask(t, svc, 0, desc("user", user), desc("team", team, "user", user))
+			if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT ||
+				resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK || resp.Statuses[1].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("4th: %v", resp)
+			}
+			if got := resp.Statuses[0].LimitRemaining; got != 2 {
+				t.Fatalf("the allowed descriptor of a denied request reports %d remaining, want 2 (nothing taken)", got)
+			}
+			// So user alone still has 2.
+			for want := 1; want >= 0; want-- {
+				if s := ask(t, svc, 0, desc("user", user)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != uint32(want) {
+					t.Fatalf("user alone: %v", s)
+				}
+			}
+			// A cost above a limit denies the whole request, taking nothing.
+			other := unique(t)
+			resp = ask(t, svc, 4, desc("user", other), desc("team", team, "user", other))
+			if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+				t.Fatalf("hits 4 against 5 and 3: %v", resp)
+			}
+			if s := ask(t, svc, 5, desc("user", other)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != 0 {
+				t.Fatalf("after the denied request, user has all 5: %v", s)
+			}
+		})
+	}
+}
+
+func TestBlockedRule(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{})
+	resp := ask(t, svc, 0, desc("closed", "x"))
+	if s := resp.Statuses[0]; resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || s.CurrentLimit.GetRequestsPerUnit() != 0 {
+		t.Fatal(resp)
+	}
+	if resp := ask(t, svc, 0, withHits(desc("closed", "x"), 0)); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("a peek at a closed rule: %v", resp)
+	}
+}
+
+func TestShadowMode(t *testing.T) {
+	for _, global := range []bool{false, true} {
+		t.Run("global="+strconv.FormatBool(global), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg)
+			svc := newService(t, memstore.New(), testConfig, Options{Shadow: global, Metrics: m})
+			key, rule, limit := "trial", "trial_", 1
+			if global {
+				key, rule, limit = "user", "user_", 5
+			}
+			v := unique(t)
+			for i := range limit + 3 {
+				resp := ask(t, svc, 0, desc(key, v))
+				if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit == nil {
+					t.Fatalf("call %d: %v", i, resp)
+				}
+			}
+			if got := testutil.ToFloat64(m.shadow.WithLabelValues("test", rule)); got != 3 {
+				names := []string{}
+				for _, r := range svc.current.Load().rules {
+					names = append(names, r.label)
+				}
+				t.Fatalf("would-deny count %v, want 3 (rules %q)", got, names)
+			}
+		})
+	}
+}
+
+func TestShadowRuleDoesNotBlockOthers(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{})
+	user := unique(t)
+	for i := range 5 {
+		resp := ask(t, svc, 0, desc("user", user), desc("trial", user))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(4-i) {
+			t.Fatalf("call %d: %v", i, resp)
+		}
+	}
+}
+
+func TestLimitOverride(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, testConfig, Options{})
+			user := unique(t)
+			over := func(n uint32) *ratelimitv3.RateLimitDescriptor {
+				d := desc("user", user)
+				d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_HOUR}
+				return d
+			}
+			for want := 1; want >= 0; want-- {
+				s := ask(t, svc, 0, over(2)).Statuses[0]
+				if s.LimitRemaining != uint32(want) || s.CurrentLimit.GetRequestsPerUnit() != 2 {
+					t.Fatalf("override of 2: %v", s)
+				}
+			}
+			if s := ask(t, svc, 0, over(2)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("3rd of 2: %v", s)
+			}
+			// Another value is another limit, with its own counter.
+			if s := ask(t, svc, 0, over(10)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != 9 {
+				t.Fatalf("override of 10: %v", s)
+			}
+			if len(svc.overrides.rules) != 2 {
+				t.Fatalf("%d override rules cached, want 2", len(svc.overrides.rules))
+			}
+		})
+	}
+}
+
+func TestReplaces(t *testing.T) {
+	svc := newService(t, memstore.New(), `
+domain: test
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1, name: narrow}
+  - key: b
+    rate_limit:
+      unit: hour
+      requests_per_unit: 100
+      name: wide
+    replaces:
+      - name: narrow
+`, Options{})
+	for range 3 {
+		resp := ask(t, svc, 0, desc("a", "1"), desc("b", "1"))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("a replaced rule limits nothing: %v", resp)
+		}
+	}
+	if resp := ask(t, svc, 0, desc("a", "1")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("alone, a's rule applies, and it has not been charged: %v", resp)
+	}
+}
+
+func TestStoreErrors(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer dead.Close()
+	st := redisstore.New(dead)
+	for _, tc := range []struct {
+		mode OnStoreError
+		code rlsv3.RateLimitResponse_Code
+	}{{FailAllow, rlsv3.RateLimitResponse_OK}, {FailDeny, rlsv3.RateLimitResponse_OVER_LIMIT}} {
+		svc := newService(t, st, testConfig, Options{OnStoreError: tc.mode})
+		resp := ask(t, svc, 0, desc("user", "a"), desc("nothing", "b"))
+		if resp.OverallCode != tc.code || resp.Statuses[0].Code != tc.code || resp.Statuses[0].CurrentLimit == nil ||
+			resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK {
+			t.Errorf("mode %d: %v", tc.mode, resp)
+		}
+	}
+	svc := newService(t, st, testConfig, Options{})
+	_, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "test",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "a")}})
+	if err == nil || !strings.Contains(grpcError(err).Error(), "Unavailable") {
+		t.Fatalf("default: %v", grpcError(err))
+	}
+}
+
+func TestOneScriptCallPerRequest(t *testing.T) {
+	c := redisClient(t)
+	if c == nil {
+		t.Skip("needs Redis")
+	}
+	svc := newService(t, redisstore.New(c, redisstore.WithAutoPipelining(false)), testConfig, Options{})
+	user, team := unique(t), unique(t)
+	ask(t, svc, 0, desc("user", user), desc("team", team, "user", user), desc("path", "/slow")) // loads the script
+	before := scriptCalls(t, c)
+	const calls = 10
+	for range calls {
+		ask(t, svc, 0, desc("user", user), desc("team", team, "user", user), desc("path", "/slow"))
+	}
+	if got := scriptCalls(t, c) - before; got != calls {
+		t.Fatalf("%d script calls for %d requests of 3 descriptors, want one each", got, calls)
+	}
+}
+
+// scriptCalls counts the EVAL and EVALSHA calls Redis has served.
+func scriptCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			_, rest, _ := strings.Cut(line, "calls=")
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			total += n
+		}
+	}
+	return total
+}
