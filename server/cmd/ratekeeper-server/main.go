@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -98,6 +99,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis logs every failed dial; the service reports store errors
+	// itself, at most once a second, so its lines are for debugging only.
+	redis.SetLogger(redisLogger{logger})
 	if err := serve(ctx, f, logger); err != nil {
 		logger.Error("ratekeeper-server stopped", "err", err)
 		return 1
@@ -258,4 +262,12 @@ func watchHealth(ctx context.Context, h *health.Server, ready func() error, logg
 		case <-t.C:
 		}
 	}
+}
+
+// redisLogger routes go-redis's own log lines to the debug level.
+type redisLogger struct{ logger *slog.Logger }
+
+// Printf implements go-redis's internal.Logging.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
