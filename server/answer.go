@@ -1,11 +1,15 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -48,7 +52,51 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 			m.count(outcomeOK)
 		}
 	}
+	if s.opts.ResponseHeaders {
+		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses)
+	}
 	return resp
+}
+
+// rateLimitHeaders are the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
+// every limited descriptor, and the state of the binding one, the first
+// over its limit, else the one with the least remaining.
+func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	var policies []string
+	var binding *rlsv3.RateLimitResponse_DescriptorStatus
+	for _, st := range statuses {
+		l := st.GetCurrentLimit()
+		if l == nil {
+			continue
+		}
+		mult := time.Duration(1)
+		if m := l.GetUnitMultiplier(); m != nil {
+			mult = time.Duration(max(m.GetValue(), 1))
+		}
+		w := int64((unitPeriod(l.GetUnit()) * mult) / time.Second)
+		if w <= 0 {
+			continue
+		}
+		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", strconv.Quote(l.GetName()), l.GetRequestsPerUnit(), w))
+		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
+		switch {
+		case binding == nil:
+			binding = st
+		case binding.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		case over || st.GetLimitRemaining() < binding.GetLimitRemaining():
+			binding = st
+		}
+	}
+	if binding == nil {
+		return nil
+	}
+	state := fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(binding.GetCurrentLimit().GetName()),
+		binding.GetLimitRemaining(), int64(binding.GetDurationUntilReset().AsDuration()/time.Second))
+	return []*corev3.HeaderValue{
+		{Key: "RateLimit-Policy", Value: strings.Join(policies, ",")},
+		{Key: "RateLimit", Value: state},
+	}
 }
 
 // denied reports whether a limited descriptor was over its limit.

@@ -59,6 +59,10 @@ type Options struct {
 	Shadow bool
 	// OnStoreError is the answer when the store fails.
 	OnStoreError OnStoreError
+	// ResponseHeaders adds the IETF RateLimit-Policy and RateLimit header
+	// fields to every response with a limit, for Envoy to pass on to the
+	// client.
+	ResponseHeaders bool
 	// Metrics receives the service's measures; nil records none.
 	Metrics *Metrics
 	// Logger receives store errors (rate limited) and configuration

@@ -24,7 +24,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/server/config"
 )
 
-
 const testConfig = `
 domain: test
 descriptors:
@@ -426,4 +425,23 @@ func scriptCalls(t *testing.T, c *redis.Client) int {
 		}
 	}
 	return total
+}
+
+func TestResponseHeaders(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{ResponseHeaders: true})
+	user := unique(t)
+	resp := ask(t, svc, 0, desc("user", user), desc("path", "/slow"), desc("nothing", "x"))
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	if p := got["RateLimit-Policy"]; !strings.Contains(p, ";q=5;w=3600") || !strings.Contains(p, `"slow-path";q=2;w=3600`) {
+		t.Errorf("RateLimit-Policy: %q", p)
+	}
+	if r := got["RateLimit"]; !strings.HasPrefix(r, `"slow-path";r=1;t=`) {
+		t.Errorf("RateLimit: %q, want the binding slow-path's", r)
+	}
+	if resp := ask(t, svc, 0, desc("nothing", "x")); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Errorf("headers without a limit: %v", resp.ResponseHeadersToAdd)
+	}
 }

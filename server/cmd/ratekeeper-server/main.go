@@ -50,6 +50,7 @@ type flags struct {
 	redisURL     string
 	keyPrefix    string
 	shadow       bool
+	headers      bool
 	onStoreError string
 	check        bool
 	logLevel     string
@@ -62,9 +63,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.config, "config", "", "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", ":8081", "`address` of the gRPC API (Envoy's rate limit service, health, reflection)")
 	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "`address` of the HTTP API (/json, /v1/decide, /healthcheck, /readyz, /metrics)")
-	fs.StringVar(&f.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis `URL` (default $REDIS_URL): redis:// or rediss://, redis+cluster://, redis+sentinel://; none keeps limits in process")
+	fs.StringVar(&f.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis `URL` (default $REDIS_URL): host:port, redis:// or rediss://, redis+cluster://, redis+sentinel://; none keeps limits in process")
 	fs.StringVar(&f.keyPrefix, "key-prefix", "rk:", "`prefix` of every Redis key")
 	fs.BoolVar(&f.shadow, "shadow", false, "shadow mode for every rule: decide and count, but always answer OK")
+	fs.BoolVar(&f.headers, "response-headers", false, "add the IETF RateLimit and RateLimit-Policy header fields to responses, for Envoy to pass on")
 	fs.StringVar(&f.onStoreError, "on-store-error", "unavailable", "answer when the store fails: unavailable (gRPC UNAVAILABLE, HTTP 503), allow or deny")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error, and exit: 0 if valid, else 1")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -157,7 +159,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	svc := server.New(st.store, server.Options{Shadow: f.shadow, OnStoreError: onErr, Metrics: metrics, Logger: logger})
+	svc := server.New(st.store, server.Options{Shadow: f.shadow, ResponseHeaders: f.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger})
 	if err := svc.SetConfig(cfg); err != nil {
 		return err
 	}

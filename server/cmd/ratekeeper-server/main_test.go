@@ -75,7 +75,8 @@ func TestRedisURLs(t *testing.T) {
 		{"redis+sentinel://127.0.0.1:26379", ""},
 		{"http://127.0.0.1:6379", ""},
 		{"redis+ring://127.0.0.1:6379", ""},
-		{"127.0.0.1:6379", ""},
+		{"127.0.0.1:6379", "*redis.Client"},
+		{"localhost", ""},
 	} {
 		c, err := redisClient(tc.url)
 		if tc.kind == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ const readyTimeout = time.Second
 //
 // The URL forms:
 //
+//	host:port                                        one server, as envoyproxy/ratelimit's REDIS_URL
 //	redis://[user:password@]host:port[/db]           one server (rediss:// for TLS)
 //	redis+cluster://[user:password@]host:port[?addr=host:port&addr=…]
 //	                                                 a Redis Cluster: seed nodes
@@ -67,7 +69,11 @@ func openStore(rawURL, prefix string) (*store, error) {
 func redisClient(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return nil, fmt.Errorf("invalid Redis URL %s: want redis://host:port", redact(rawURL))
+		// envoyproxy/ratelimit's REDIS_URL: a bare host:port.
+		if _, _, err := net.SplitHostPort(rawURL); err != nil {
+			return nil, fmt.Errorf("invalid Redis URL %s: want host:port or redis://host:port", redact(rawURL))
+		}
+		scheme, rest = "redis", rawURL
 	}
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" {
