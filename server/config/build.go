@@ -122,7 +122,7 @@ func (b *builder) document(doc *yaml.Node) *node {
 	}
 	fs := map[string]*field{}
 	if m != nil {
-		fs = b.fields(m, "", rootKeys)
+		fs = b.fields(m, "", rootKeys, false)
 	}
 	domain, ok := b.str(fs["domain"])
 	if ok && domain == "" {
@@ -147,7 +147,7 @@ func (b *builder) descriptors(parent *node, list *field, namePath string, shared
 	items := b.list(list)
 	for i, item := range items {
 		p := fmt.Sprintf("%s[%d]", list.path, i)
-		fs := b.fields(item, p, descriptorKeys)
+		fs := b.fields(item, p, descriptorKeys, false)
 		key, keyOK := b.str(fs["key"])
 		value, valueOK := b.str(fs["value"])
 		n := &node{key: key, value: value, children: map[string]*node{}}
@@ -224,14 +224,14 @@ func (b *builder) isNull(n *yaml.Node) bool {
 // single reads a rate_limit into r.
 func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 	errs := len(b.errs)
-	fs := b.fields(m, path, rateLimitKeys)
+	fs := b.fields(m, path, rateLimitKeys, false)
 	name, _ := b.str(fs["name"])
 	if name != "" {
 		r.Name, r.ExplicitName = name, true
 	}
 	for i, item := range b.list(fs["replaces"]) {
 		p := fmt.Sprintf("%s[%d]", fs["replaces"].path, i)
-		rfs := b.fields(item, p, replacesKeys)
+		rfs := b.fields(item, p, replacesKeys, false)
 		rname, ok := b.str(rfs["name"])
 		switch {
 		case !ok:
@@ -289,7 +289,7 @@ func (b *builder) multi(f *field, r *Rule) bool {
 	names := map[string]string{}
 	for i, item := range items {
 		p := fmt.Sprintf("%s[%d]", f.path, i)
-		fs := b.fields(item, p, limitKeys)
+		fs := b.fields(item, p, limitKeys, true)
 		l, ok := b.limit(item, fs, p, true)
 		if !ok {
 			continue
@@ -316,7 +316,7 @@ func (b *builder) multi(f *field, r *Rule) bool {
 		parts[i] = ratekeeper.Named(l.Name, l.Policy)
 	}
 	p := ratekeeper.All(parts...)
-	if _, err := p.Spec(); err != nil {
+	if err := validate(p); err != nil {
 		b.errorf(f.k, f.path, "%s", policyMsg(err))
 		return false
 	}
@@ -403,21 +403,40 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 		return l, true // envoy denies every request: no policy decides that
 	}
 	l.Policy = policy(l)
-	if _, err := l.Policy.Spec(); err != nil {
+	if err := validate(l.Policy); err != nil {
 		at, p := m, path
-		var pe *ratekeeper.PolicyError
-		if errors.As(err, &pe) {
-			if k := policyField(l, pe.Field, fs); k != "" {
-				p = join(path, k)
-				if f := fs[k]; f != nil {
-					at = f.v
-				}
+		if k := policyField(errField(err), fs); k != "" {
+			p = join(path, k)
+			if f := fs[k]; f != nil {
+				at = f.v
 			}
 		}
 		b.errorf(at, p, "%s", policyMsg(err))
 		return l, false
 	}
 	return l, true
+}
+
+// validate checks a policy as ratekeeper.New does.
+func validate(p ratekeeper.Policy) error {
+	s, err := p.Spec()
+	if err == nil {
+		_, err = driver.Validate(s)
+	}
+	return err
+}
+
+// errField is the policy field a policy's error is about.
+func errField(err error) string {
+	var pe *ratekeeper.PolicyError
+	var se *driver.SpecError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Field
+	case errors.As(err, &se):
+		return se.Field
+	}
+	return ""
 }
 
 // policy returns the ratekeeper policy that decides l.
@@ -441,11 +460,11 @@ func policy(l Limit) ratekeeper.Policy {
 }
 
 // policyField returns the YAML key a field of l's policy comes from.
-func policyField(l Limit, field string, fs map[string]*field) string {
+func policyField(field string, fs map[string]*field) string {
 	switch field {
 	case "Limit", "Rate", "RefillRate", "LeakRate":
 		return "requests_per_unit"
-	case "Window", "Period", "RefillInterval":
+	case "Window", "Period", "RefillInterval", "Interval":
 		if fs["period"] != nil {
 			return "period"
 		}
@@ -463,8 +482,12 @@ func policyField(l Limit, field string, fs map[string]*field) string {
 // prefix.
 func policyMsg(err error) string {
 	var pe *ratekeeper.PolicyError
-	if errors.As(err, &pe) {
-		return strings.TrimSpace(fmt.Sprintf("ratekeeper.%s %s %s", pe.Policy, pe.Field, pe.Reason))
+	var se *driver.SpecError
+	switch {
+	case errors.As(err, &pe):
+		return strings.Join(strings.Fields("ratekeeper."+pe.Policy+" "+pe.Field+" "+pe.Reason), " ")
+	case errors.As(err, &se):
+		return strings.Join(strings.Fields(se.Algorithm+" "+se.Field+" "+se.Reason), " ")
 	}
 	return err.Error()
 }

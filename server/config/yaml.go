@@ -168,15 +168,16 @@ type field struct {
 
 // fields reads mapping m at path: the keys of known, each once (the last
 // written counts, as with yaml.v2), after merges. A key envoy knows but this
-// level does not is ignored with a warning, as envoy ignores it; any other
-// key is an error.
-func (w *walker) fields(m *yaml.Node, path string, known []string) map[string]*field {
+// level does not is ignored with a warning, as envoy ignores it, unless the
+// mapping is strict (one of ratekeeper's extensions, which envoy never
+// reads); any other key is an error.
+func (w *walker) fields(m *yaml.Node, path string, known []string, strict bool) map[string]*field {
 	out := map[string]*field{}
-	w.mapPairs(m, path, known, out, true)
+	w.mapPairs(m, path, known, strict, out, true)
 	return out
 }
 
-func (w *walker) mapPairs(m *yaml.Node, path string, known []string, out map[string]*field, given bool) {
+func (w *walker) mapPairs(m *yaml.Node, path string, known []string, strict bool, out map[string]*field, given bool) {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, ok := w.deref(m.Content[i])
 		if !ok {
@@ -187,7 +188,7 @@ func (w *walker) mapPairs(m *yaml.Node, path string, known []string, out map[str
 			return
 		}
 		if k.Kind == yaml.ScalarNode && k.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 && k.Value == "<<" {
-			w.merge(v, path, known, out)
+			w.merge(v, path, known, strict, out)
 			continue
 		}
 		name, ok := w.key(k, path)
@@ -196,7 +197,7 @@ func (w *walker) mapPairs(m *yaml.Node, path string, known []string, out map[str
 		}
 		p := join(path, name)
 		if !slices.Contains(known, name) {
-			if envoyKeys[name] {
+			if envoyKeys[name] && !strict {
 				w.warnf(k, p, "ignored: %s has no meaning here", name)
 				w.envoyCheck(v, p)
 			} else {
@@ -212,10 +213,10 @@ func (w *walker) mapPairs(m *yaml.Node, path string, known []string, out map[str
 }
 
 // merge takes the keys of a YAML merge (<<: *anchor) into out.
-func (w *walker) merge(v *yaml.Node, path string, known []string, out map[string]*field) {
+func (w *walker) merge(v *yaml.Node, path string, known []string, strict bool, out map[string]*field) {
 	switch v.Kind {
 	case yaml.MappingNode:
-		w.mapPairs(v, path, known, out, false)
+		w.mapPairs(v, path, known, strict, out, false)
 	case yaml.SequenceNode:
 		for _, e := range v.Content {
 			e, ok := w.deref(e)
@@ -226,7 +227,7 @@ func (w *walker) merge(v *yaml.Node, path string, known []string, out map[string
 				w.errorf(e, path, "<< merges mappings only")
 				continue
 			}
-			w.mapPairs(e, path, known, out, false)
+			w.mapPairs(e, path, known, strict, out, false)
 		}
 	default:
 		w.errorf(v, path, "<< merges mappings only")
