@@ -149,8 +149,9 @@ type Rule struct {
 	// for the request's value in the counter's key, so that every value
 	// matching it shares one counter; "" for the others.
 	SharedValues []string
-	// File and Line locate the descriptor in the configuration.
+	// File is the file of the rule's descriptor.
 	File string
+	// Line is the line of the rule's descriptor in File.
 	Line int
 
 	policy ratekeeper.Policy

@@ -26,7 +26,9 @@ var poll = 5 * time.Second
 // It returns when ctx ends, with nil, or at once with an error if it cannot
 // watch at all. Debounce bursts of events (~100 ms).
 //
-// The configuration as it is when Watch starts is the baseline: Watch
+// onLoad and onError are called one at a time, from the goroutine that
+// runs Watch. The configuration as it is when Watch starts is the
+// baseline: Watch
 // reports changes from it, and calls neither function for files that
 // change back to what was last reported.
 func Watch(ctx context.Context, path string, onLoad func(*Config), onError func(error)) error {
