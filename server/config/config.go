@@ -18,20 +18,34 @@
 // (ratekeeper.FixedWindow with Aligned set). The extensions, all optional,
 // go in a rate_limit:
 //
-//   - algorithm: token_bucket, gcra, leaky_bucket, fixed_window,
-//     sliding_window_counter or sliding_window_log, with requests_per_unit
-//     per unit (or per period) as its rate or limit;
+//   - algorithm: one of ratekeeper's, with requests_per_unit per unit (or
+//     per period) as its rate or limit: token_bucket (refills
+//     requests_per_unit tokens at every whole unit), gcra (spreads them
+//     evenly over the unit), leaky_bucket (drains them over the unit),
+//     fixed_window (a window that starts at a key's first request, where
+//     envoy's is aligned to the clock), sliding_window_counter or
+//     sliding_window_log;
 //   - burst: the capacity of token_bucket, gcra and leaky_bucket
-//     (requests_per_unit when absent);
+//     (requests_per_unit when absent); the window algorithms have none;
 //   - period: a window of any length, such as 30s or 1h30m, instead of unit.
 //
 // and a descriptor may hold several limits, decided all or nothing, in a
 // list rate_limits instead of its rate_limit:
 //
-//   - key: user
-//     rate_limits:
-//   - {name: per_second, unit: second, requests_per_unit: 10}
-//   - {name: per_day, unit: day, requests_per_unit: 10000}
+//	descriptors:
+//	  - key: user
+//	    rate_limits:
+//	      - {name: per_second, unit: second, requests_per_unit: 10}
+//	      - {name: per_day, unit: day, requests_per_unit: 10000}
+//
+// The limits of rate_limits are named with name, or by their unit or
+// period; a rule of several limits has no rate_limit.name, so it is named
+// by its path and cannot be replaced.
+//
+// What envoy's loader accepts, Load accepts with the same meaning (yaml.v2's
+// reading of YAML 1.1 included), with one exception: a requests_per_unit
+// above ratekeeper.MaxLimit is an error. What envoy accepts but ignores,
+// such as a unit written on a descriptor, is reported by Warnings.
 //
 // Lookup finds the rule of a request's descriptor exactly as
 // envoyproxy/ratelimit does, and Watch reloads the configuration when its
