@@ -77,7 +77,10 @@ type Params struct {
 	// leaky bucket's level.
 	Capacity int64
 	// Rate is what time adds back: a token bucket's millionths per
-	// refill, a leaky bucket's drain per microsecond.
+	// refill, a leaky bucket's drain per microsecond. A fixed window,
+	// which nothing refills, holds its alignment here: 1 for windows
+	// aligned to the Unix epoch, 0 for windows opened by a key's first
+	// request.
 	Rate int64
 	// Interval is a time in microseconds: a token bucket's refill
 	// interval, a GCRA's emission interval, a window's length.
@@ -142,6 +145,13 @@ type Algorithm struct {
 	Step func(p Params, st *State, now, n int64, take bool) Outcome
 	// Short is a short form of the name, for stores' keys: "tb".
 	Short string
+	// Variant, if set, names the variant of the algorithm that a Spec's
+	// Params select, when two variants must not share a key's state (a
+	// fixed window aligned to the epoch, and one that opens at a key's
+	// first request, count different windows): "" for the algorithm's
+	// plain form, else a suffix of Short, such as "a". It is part of the
+	// spec's StateID and of its Short.
+	Variant func(p Params) string
 }
 
 var (
