@@ -21,11 +21,25 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
 	// Every request of the all-or-nothing group is denied if one is.
+	// Quota-mode descriptors deny the request only all together, as in
+	// envoy.
 	groupDenied := false
+	quotas, quotasOver := 0, 0
 	for i := range ds {
-		if r := ds[i].rule; r != nil && !r.shadow && !s.opts.Shadow && ds[i].denied() {
+		r := ds[i].rule
+		switch {
+		case r == nil || r.shadow || s.opts.Shadow:
+		case r.quota:
+			quotas++
+			if ds[i].denied() {
+				quotasOver++
+			}
+		case ds[i].denied():
 			groupDenied = true
 		}
+	}
+	if quotas > 0 && quotas == quotasOver {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	for i := range ds {
 		d := &ds[i]
@@ -41,10 +55,12 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 			m.count(outcomeUnlimited)
 		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
 			m.count(outcomeOverLimit)
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			if !d.rule.quota {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
 		case d.denied():
 			m.count(outcomeShadowOverLimit)
-		case groupDenied && d.hits > 0 && !d.rule.shadow && !s.opts.Shadow:
+		case groupDenied && d.hits > 0 && !d.rule.shadow && !d.rule.quota && !s.opts.Shadow:
 			// Allowed on its own, but its request was denied by another
 			// descriptor: nothing was taken.
 			m.count(outcomeNotTaken)

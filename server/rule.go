@@ -24,6 +24,12 @@ type rule struct {
 	label     string // its metrics label
 	unlimited bool
 	shadow    bool
+	// quota: quota_mode, which denies a request only when every quota
+	// descriptor of it is over its limit.
+	quota bool
+	// shared: per entry, the wildcard value that stands for the request's
+	// in the counter's key (share_threshold), or "".
+	shared []string
 	// block: a limit of 0 requests, which denies every request with hits.
 	block    bool
 	override bool // made from a request's limit override
@@ -40,8 +46,12 @@ type rule struct {
 
 // compile prepares a configured rule.
 func (s *Service) compile(r *config.Rule) (*rule, error) {
-	c := &rule{name: r.Name, label: r.Name, unlimited: r.Unlimited, shadow: r.Shadow,
+	c := &rule{label: r.Name, unlimited: r.Unlimited, shadow: r.Shadow, quota: r.QuotaMode,
 		limits: map[string]*rlsv3.RateLimitResponse_RateLimit{}}
+	if r.ExplicitName {
+		c.name = r.Name // only rate_limit names can be replaced, as in envoy
+	}
+	c.shared = r.SharedValues
 	c.metrics = s.opts.Metrics.rule(r.Domain, r.Name)
 	if r.Unlimited {
 		return c, nil

@@ -237,7 +237,12 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 				replaced[name] = true
 			}
 		}
-		if ds[i].rule != nil && !ds[i].rule.unlimited {
+		if r := ds[i].rule; r != nil && !r.unlimited {
+			for j, v := range r.shared {
+				if v != "" && j < len(entries) {
+					entries[j].Value = v
+				}
+			}
 			ds[i].key = stateKey(domain, entries)
 		}
 	}
@@ -250,8 +255,9 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 }
 
 // decide asks the store for every limited descriptor: enforced rules in
-// one all-or-nothing decision, shadow rules in another, so that a rule
-// being tried out never changes what the enforced ones take.
+// one all-or-nothing decision, shadow and quota-mode rules in another, so
+// that a rule that does not deny on its own never changes what the
+// enforced ones take.
 func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	var enforced, shadow []int
 	for i := range ds {
@@ -259,7 +265,7 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 		if r == nil || r.unlimited || r.block {
 			continue
 		}
-		if r.shadow || s.opts.Shadow {
+		if r.shadow || r.quota || s.opts.Shadow {
 			shadow = append(shadow, i)
 		} else {
 			enforced = append(enforced, i)

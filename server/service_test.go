@@ -280,9 +280,9 @@ func TestShadowMode(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			m := NewMetrics(reg)
 			svc := newService(t, memstore.New(), testConfig, Options{Shadow: global, Metrics: m})
-			key, rule, limit := "trial", "trial_", 1
+			key, rule, limit := "trial", "trial", 1
 			if global {
-				key, rule, limit = "user", "user_", 5
+				key, rule, limit = "user", "user", 5
 			}
 			v := unique(t)
 			for i := range limit + 3 {
@@ -354,8 +354,8 @@ descriptors:
       unit: hour
       requests_per_unit: 100
       name: wide
-    replaces:
-      - name: narrow
+      replaces:
+        - name: narrow
 `, Options{})
 	for range 3 {
 		resp := ask(t, svc, 0, desc("a", "1"), desc("b", "1"))
