@@ -445,3 +445,50 @@ func TestResponseHeaders(t *testing.T) {
 		t.Errorf("headers without a limit: %v", resp.ResponseHeadersToAdd)
 	}
 }
+
+func TestSeveralLimitsOnOneDescriptor(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, `
+domain: test
+descriptors:
+  - key: api_key
+    rate_limits:
+      - name: burst
+        algorithm: token_bucket
+        requests_per_unit: 3
+        unit: hour
+      - name: quarter
+        algorithm: sliding_window_log
+        requests_per_unit: 5
+        period: 15m
+`, Options{})
+			key := unique(t)
+			// The token bucket binds first: 3 per hour, 2 then 1 then 0 left.
+			for want := 2; want >= 0; want-- {
+				s := ask(t, svc, 0, desc("api_key", key)).Statuses[0]
+				if s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != uint32(want) || s.CurrentLimit.GetName() != "burst" {
+					t.Fatalf("want OK, %d left of burst: %v", want, s)
+				}
+			}
+			s := ask(t, svc, 0, desc("api_key", key)).Statuses[0]
+			if s.Code != rlsv3.RateLimitResponse_OVER_LIMIT || s.CurrentLimit.GetName() != "burst" {
+				t.Fatalf("4th: %v", s)
+			}
+			// Its 3 tokens come back together, at the end of its hour.
+			if d := s.DurationUntilReset.AsDuration(); d < 59*time.Minute || d > time.Hour {
+				t.Fatalf("denied by a token bucket of 3 per hour: retry in %v, want 1h", d)
+			}
+			// A 15-minute period is reported as 15 minutes.
+			other := unique(t)
+			s = ask(t, svc, 3, desc("api_key", other)).Statuses[0]
+			if s.CurrentLimit.GetName() != "burst" {
+				t.Fatalf("%v", s)
+			}
+			s = ask(t, svc, 0, withHits(desc("api_key", unique(t)), 0)).Statuses[0]
+			if l := s.CurrentLimit; l.GetName() == "quarter" && (l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || l.GetUnitMultiplier().GetValue() != 15) {
+				t.Fatalf("15m as a current_limit: %v", l)
+			}
+		})
+	}
+}
