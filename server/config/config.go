@@ -169,6 +169,7 @@ type Rule struct {
 	Line int
 
 	policy ratekeeper.Policy
+	keys   []string // the configured key of each level
 }
 
 // Limit is one limit of a rule.
