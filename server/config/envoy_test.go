@@ -54,17 +54,14 @@ func goCmd(dir string, args ...string) ([]byte, error) {
 
 var envoyDir = sync.OnceValues(func() (string, error) {
 	out, err := goCmd(os.TempDir(), "mod", "download", "-json", envoyModule)
-	if err != nil {
-		return "", err
-	}
 	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil {
-		return "", err
+	if jerr := json.Unmarshal(out, &m); jerr != nil && err == nil {
+		return "", jerr
 	}
-	if m.Error != "" {
+	if m.Error != "" { // go mod download -json reports its error here
 		return "", errors.New(m.Error)
 	}
-	return m.Dir, nil
+	return m.Dir, err
 })
 
 // envoyFixtures returns the directory of envoy's configuration fixtures.
