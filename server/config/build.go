@@ -136,14 +136,14 @@ func (b *builder) document(doc *yaml.Node) *node {
 	if f := fs["domain"]; f != nil {
 		b.domainNode = f.k
 	}
-	b.descriptors(root, fs["descriptors"], "", nil)
+	b.descriptors(root, fs["descriptors"], "", nil, nil)
 	return root
 }
 
 // descriptors reads a list of descriptors into parent, whose rule name is
-// namePath ("" for the domain) and whose levels share the counters of
-// shared (see Rule.SharedValues).
-func (b *builder) descriptors(parent *node, list *field, namePath string, shared []string) {
+// namePath ("" for the domain), whose levels have the keys keys and share
+// the counters of shared (see Rule.SharedValues).
+func (b *builder) descriptors(parent *node, list *field, namePath string, keys, shared []string) {
 	items := b.list(list)
 	for i, item := range items {
 		p := fmt.Sprintf("%s[%d]", list.path, i)
@@ -176,6 +176,7 @@ func (b *builder) descriptors(parent *node, list *field, namePath string, shared
 			level = cmp.Or(value, composite)
 		}
 		here := append(slices.Clip(shared), level)
+		keysHere := append(slices.Clip(keys), key)
 
 		r := &Rule{
 			Domain:         b.domain,
@@ -185,6 +186,7 @@ func (b *builder) descriptors(parent *node, list *field, namePath string, shared
 			DetailedMetric: b.boolean(fs["detailed_metric"]),
 			File:           b.walker.file,
 			Line:           item.Line,
+			keys:           keysHere,
 		}
 		b.boolean(fs["value_to_metric"]) // envoy's per-value statistics: no effect here
 		if slices.ContainsFunc(here, func(s string) bool { return s != "" }) {
@@ -206,7 +208,7 @@ func (b *builder) descriptors(parent *node, list *field, namePath string, shared
 				n.rule = r
 			}
 		}
-		b.descriptors(n, fs["descriptors"], name, here)
+		b.descriptors(n, fs["descriptors"], name, keysHere, here)
 		if attach {
 			parent.children[composite] = n
 			if strings.HasSuffix(composite, "*") {

@@ -116,6 +116,11 @@ func (e *Error) Error() string {
 // Domains returns the names of the configured domains, sorted.
 func (c *Config) Domains() []string { return slices.Clone(c.names) }
 
+// HasDomain reports whether domain is configured. envoy answers OK, with
+// no limit, to every descriptor of a domain it does not know, even one
+// with a limit override.
+func (c *Config) HasDomain(domain string) bool { return c.domains[domain] != nil }
+
 // Files returns the files the configuration was read from, in the order
 // they were read.
 func (c *Config) Files() []string { return slices.Clone(c.files) }
@@ -169,6 +174,7 @@ type Rule struct {
 	Line int
 
 	policy ratekeeper.Policy
+	keys   []string // the configured key of each level
 }
 
 // Limit is one limit of a rule.

@@ -354,6 +354,9 @@ func TestLookup(t *testing.T) {
 	if got := c.Domains(); !reflect.DeepEqual(got, []string{"api"}) {
 		t.Errorf("domains %v", got)
 	}
+	if !c.HasDomain("api") || c.HasDomain("web") {
+		t.Errorf("HasDomain(api) %v, HasDomain(web) %v", c.HasDomain("api"), c.HasDomain("web"))
+	}
 }
 
 func TestLookupAllocations(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,17 +54,14 @@ func goCmd(dir string, args ...string) ([]byte, error) {
 
 var envoyDir = sync.OnceValues(func() (string, error) {
 	out, err := goCmd(os.TempDir(), "mod", "download", "-json", envoyModule)
-	if err != nil {
-		return "", err
-	}
 	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil {
-		return "", err
+	if jerr := json.Unmarshal(out, &m); jerr != nil && err == nil {
+		return "", jerr
 	}
-	if m.Error != "" {
+	if m.Error != "" { // go mod download -json reports its error here
 		return "", errors.New(m.Error)
 	}
-	return m.Dir, nil
+	return m.Dir, err
 })
 
 // envoyFixtures returns the directory of envoy's configuration fixtures.
@@ -264,12 +262,17 @@ func sameRule(q query, r *Rule, e envoyLimit, fullKey bool) string {
 	if g != w {
 		return fmt.Sprintf("\nours  %s\nenvoy %s", g, w)
 	}
-	// envoy's stats key of a key-only wildcard (key: files*) holds the
-	// request's key: ours never holds what the request says.
-	keyOnlyWildcard := slices.ContainsFunc(strings.Split(r.Name, "."), func(s string) bool {
-		return strings.HasSuffix(s, "*") && !strings.Contains(s, "_")
-	})
-	if fullKey && !r.ExplicitName && !r.DetailedMetric && !keyOnlyWildcard && e.FullKey != r.Domain+"."+r.Name {
+	// envoy names the statistics of a descriptor matched by a wildcard
+	// after the request's key when it differs from the configured one (a_*
+	// matched by a_b=c), and those of a key ending in * (key: files*) by
+	// the key twice (files*_files*): ours are named by the configuration
+	// alone.
+	var keys []string
+	for _, e := range q.Entries {
+		keys = append(keys, e.Key)
+	}
+	keyWildcard := slices.ContainsFunc(r.keys, func(k string) bool { return strings.HasSuffix(k, "*") })
+	if fullKey && !r.ExplicitName && !r.DetailedMetric && slices.Equal(keys, r.keys) && !keyWildcard && e.FullKey != r.Domain+"."+r.Name {
 		return fmt.Sprintf("ours is named %q, envoy's stats key is %q", r.Name, e.FullKey)
 	}
 	return ""
@@ -430,5 +433,84 @@ func TestEnvoyCompat(t *testing.T) {
 				t.Errorf("Load: %v; the file says envoy rejects it: %v", err, wantErr)
 			}
 		})
+	}
+}
+
+// TestEnvoyRandom compares both loaders on random configurations, built
+// from a few keys and values chosen to collide: keys holding '_', values
+// ending in '*', units in any case. Each is accepted or rejected alike, and
+// random descriptors find the same rules.
+func TestEnvoyRandom(t *testing.T) {
+	if _, err := oracle(); err != nil {
+		unavailable(t, "building envoy's loader: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	keys := []string{"a", "b", "a_b", "k*"}
+	values := []string{"", "", "x", "x_y", "x*", "*", "xy*", "y"}
+	var gen func(b *strings.Builder, indent string, depth int)
+	gen = func(b *strings.Builder, indent string, depth int) {
+		for range 1 + rng.IntN(3) {
+			fmt.Fprintf(b, "%s- key: %q\n", indent, pick(keys...))
+			if v := pick(values...); v != "" {
+				fmt.Fprintf(b, "%s  value: %q\n", indent, v)
+			}
+			if rng.IntN(4) == 0 {
+				fmt.Fprintf(b, "%s  shadow_mode: true\n", indent)
+			}
+			switch rng.IntN(10) {
+			case 0:
+				fmt.Fprintf(b, "%s  rate_limit: {unlimited: true}\n", indent)
+			case 1, 2, 3, 4, 5, 6:
+				fmt.Fprintf(b, "%s  rate_limit: {unit: %s, requests_per_unit: %d", indent,
+					pick("second", "MINUTE", "Hour", "day", "week", "month", "year"), rng.IntN(6))
+				if rng.IntN(3) == 0 {
+					fmt.Fprintf(b, ", name: %s, replaces: [{name: %s}]", pick("n1", "n2"), pick("n2", "n3"))
+				}
+				b.WriteString("}\n")
+			}
+			if depth < 2 && rng.IntN(2) == 0 {
+				fmt.Fprintf(b, "%s  descriptors:\n", indent)
+				gen(b, indent+"    ", depth+1)
+			}
+		}
+	}
+	qkeys := []string{"a", "b", "a_b", "k", "kz", "k*"}
+	qvalues := []string{"", "x", "x_y", "xy", "xyz", "x*", "*", "y", "_"}
+	const configs = 150
+	accepted, found := 0, 0
+	for i := range configs {
+		var b strings.Builder
+		b.WriteString("domain: r\ndescriptors:\n")
+		gen(&b, "  ", 0)
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "config.yaml"), b.String())
+		var extra []query
+		for range 40 {
+			q := query{Domain: "r"}
+			for range 1 + rng.IntN(3) {
+				q.Entries = append(q.Entries, Entry{pick(qkeys...), pick(qvalues...)})
+			}
+			extra = append(extra, q)
+		}
+		ok := t.Run(fmt.Sprint(i), func(t *testing.T) {
+			c, err := compareWithEnvoy(t, dir, extra)
+			if err == nil {
+				accepted++
+				for _, q := range extra {
+					if c.Lookup(q.Domain, q.Entries) != nil {
+						found++
+					}
+				}
+			}
+		})
+		if !ok {
+			t.Logf("configuration %d:\n%s", i, b.String())
+		}
+	}
+	// Neither all rejected nor all accepted, and rules found: not vacuous.
+	t.Logf("%d of %d configurations accepted; %d random descriptors found a rule", accepted, configs, found)
+	if accepted < configs/5 || accepted == configs || found < 100 {
+		t.Errorf("%d of %d configurations accepted, %d rules found: the generator needs tuning", accepted, configs, found)
 	}
 }

@@ -41,7 +41,7 @@ func Watch(ctx context.Context, path string, onLoad func(*Config), onError func(
 	if err != nil {
 		return err
 	}
-	w := &watcher{fw: fw, path: abs, dirs: map[string]bool{}}
+	w := &watcher{fw: fw, path: abs}
 	w.rewatch()
 	_, last, _ := read(path)
 
@@ -104,7 +104,6 @@ func read(path string) ([]file, [32]byte, error) {
 type watcher struct {
 	fw   *fsnotify.Watcher
 	path string
-	dirs map[string]bool // watched
 	// targets are the files path's symlinks lead to.
 	targets map[string]bool
 }
@@ -112,8 +111,7 @@ type watcher struct {
 // rewatch watches the directories where a change to path shows: its
 // parent (a swap of path itself, or of ..data beside a file), path when it
 // is a directory, and the directories its symlinks lead to. Directories
-// that no longer matter are dropped; those missing now are tried again at
-// the next reload.
+// that no longer matter are dropped.
 func (w *watcher) rewatch() {
 	want := map[string]bool{filepath.Dir(w.path): true}
 	w.targets = map[string]bool{}
@@ -137,15 +135,18 @@ func (w *watcher) rewatch() {
 	} else if err == nil {
 		add(w.path)
 	}
-	for d := range w.dirs {
+	// The watcher's own list, not ours: it drops a directory that was
+	// deleted, which must be watched again once it is back.
+	watched := map[string]bool{}
+	for _, d := range w.fw.WatchList() {
+		watched[d] = true
 		if !want[d] {
 			_ = w.fw.Remove(d)
-			delete(w.dirs, d)
 		}
 	}
 	for d := range want {
-		if !w.dirs[d] && w.fw.Add(d) == nil {
-			w.dirs[d] = true
+		if !watched[d] {
+			_ = w.fw.Add(d) // a directory missing now is tried again at the next reload
 		}
 	}
 }

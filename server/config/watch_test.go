@@ -274,3 +274,37 @@ func TestWatchDebounces(t *testing.T) {
 	}
 	t.Logf("%d writes, %d reloads", writes, loads)
 }
+
+func TestWatchDirectoryRecreated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "conf")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "a.yaml"), domainYAML("a", 1))
+	w := startWatch(t, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	w.fail(t)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "a.yaml"), domainYAML("a", 2))
+	// The directory's creation may be seen before its file: an error, then
+	// the configuration.
+	deadline := time.After(wait)
+	for loaded := false; !loaded; {
+		select {
+		case c := <-w.loads:
+			loaded = rpu(t, c, "a") == 2
+		case <-w.errs:
+		case <-deadline:
+			t.Fatal("no reload")
+		}
+	}
+	// The new directory is watched: a change inside it is seen.
+	write(t, filepath.Join(dir, "a.yaml"), domainYAML("a", 3))
+	if got := rpu(t, w.load(t), "a"); got != 3 {
+		t.Errorf("rpu %d, want 3", got)
+	}
+}
