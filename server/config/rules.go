@@ -5,12 +5,6 @@ import (
 	"slices"
 )
 
-// HasDomain reports whether the configuration has domain.
-func (c *Config) HasDomain(domain string) bool {
-	_, ok := c.domains[domain]
-	return ok
-}
-
 // Rules returns every rule of domain, in the order of their composite
 // keys, level by level.
 func (c *Config) Rules(domain string) []*Rule {

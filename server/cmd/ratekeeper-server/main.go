@@ -164,6 +164,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("configuration loaded", "path", f.config, "domains", len(cfg.Domains()))
+	logWarnings(logger, cfg)
 
 	grpcLn, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
@@ -197,6 +198,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 				return
 			}
 			logger.Info("configuration reloaded", "generation", svc.Generation(), "domains", len(c.Domains()))
+			logWarnings(logger, c)
 		}, func(err error) {
 			metrics.ReloadFailed()
 			for _, e := range unjoin(err) {
@@ -217,6 +219,14 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// logWarnings logs what the configuration holds that envoyproxy/ratelimit
+// would accept but ignore.
+func logWarnings(logger *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		logger.Warn("configuration: ignored", "warning", w)
+	}
 }
 
 // shutdown stops both servers, letting calls in flight finish for up to
