@@ -240,3 +240,41 @@ func CheckName(name string) string {
 	}
 	return ""
 }
+
+// Request is one key's part of a multi-key decision (see a store's DecideAll).
+type Request struct {
+	Key  string
+	Spec *ValidSpec // may be an All spec
+	N    int64      // 0 peeks this key
+}
+
+// Bounds of a multi-key decision, which one script call makes: about as
+// long as a batch of the pipeliner's.
+const (
+	// MaxRequests is the most requests one DecideAll takes.
+	MaxRequests = 64
+	// MaxRequestPolicies is the most policies over all the requests of one
+	// DecideAll, an All counting each of its parts.
+	MaxRequestPolicies = 128
+)
+
+// ErrTooManyRequests is matched by the error of a DecideAll over more
+// than MaxRequests requests, or MaxRequestPolicies policies.
+var ErrTooManyRequests = errors.New("ratekeeper: too many requests in one decision")
+
+// CheckRequests checks the bounds of a multi-key decision whose specs are
+// valid: at most MaxRequests requests and MaxRequestPolicies policies. Its
+// error wraps ErrTooManyRequests.
+func CheckRequests(reqs []Request) error {
+	if len(reqs) > MaxRequests {
+		return fmt.Errorf("%w: %d requests, at most %d", ErrTooManyRequests, len(reqs), MaxRequests)
+	}
+	policies := 0
+	for _, r := range reqs {
+		policies += max(r.Spec.NumParts(), 1)
+	}
+	if policies > MaxRequestPolicies {
+		return fmt.Errorf("%w: %d policies over %d requests, at most %d", ErrTooManyRequests, policies, len(reqs), MaxRequestPolicies)
+	}
+	return nil
+}
