@@ -492,3 +492,88 @@ descriptors:
 		})
 	}
 }
+
+func TestPeekDoesNotBlockOthers(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, st, testConfig, Options{})
+			user, team := unique(t), unique(t)
+			ask(t, svc, 0, withHits(desc("path", "/slow"), 2)) // path=/slow exhausted
+			resp := ask(t, svc, 0, withHits(desc("path", "/slow"), 0), desc("team", team, "user", user))
+			if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK ||
+				resp.Statuses[1].LimitRemaining != 2 {
+				t.Fatalf("a peek at an exhausted limit beside a request that fits: %v", resp)
+			}
+		})
+	}
+}
+
+// TestClusterGuarantee checks the guarantee given on a Redis Cluster: the
+// descriptors of a request whose keys share a hash slot are decided all
+// or nothing; across slots, a denial in one slot does not undo what
+// another slot's descriptors took, and no limit ever admits more than it
+// allows.
+func TestClusterGuarantee(t *testing.T) {
+	addrs := os.Getenv("RATEKEEPER_REDIS_CLUSTER")
+	if addrs == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("RATEKEEPER_REDIS_CLUSTER is not set: run the tests with scripts/with-redis.sh (make test)")
+		}
+		t.Skip("RATEKEEPER_REDIS_CLUSTER is not set")
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	defer c.Close()
+	svc := newService(t, redisstore.New(c), testConfig, Options{})
+	slot := func(user string) uint16 {
+		return crc16([]byte(stateKey("test", []config.Entry{{Key: "user", Value: user}}))) % 16384
+	}
+	if want, err := c.ClusterKeySlot(context.Background(), "{"+stateKey("test", []config.Entry{{Key: "user", Value: "x"}})+"}").Result(); err != nil || uint16(want) != slot("x") {
+		t.Fatalf("the local slot of x is %d, Redis says %d (%v)", slot("x"), want, err)
+	}
+	// Two users in one slot, and one in another.
+	base := unique(t)
+	a := base + "-a"
+	var same, other string
+	for i := 0; same == "" || other == ""; i++ {
+		v := base + "-" + strconv.Itoa(i)
+		switch {
+		case slot(v) == slot(a) && same == "":
+			same = v
+		case slot(v) != slot(a) && other == "":
+			other = v
+		}
+	}
+	ask(t, svc, 5, desc("user", a)) // a is exhausted
+
+	resp := ask(t, svc, 0, desc("user", a), desc("user", same))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].LimitRemaining != 5 {
+		t.Fatalf("same slot: %v", resp)
+	}
+	if s := ask(t, svc, 5, desc("user", same)).Statuses[0]; s.Code != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("same slot: the denied request took from %s: %v", same, s)
+	}
+
+	resp = ask(t, svc, 0, desc("user", a), desc("user", other))
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("across slots: %v", resp)
+	}
+	if s := ask(t, svc, 5, withHits(desc("user", other), 0)).Statuses[0]; s.LimitRemaining != 4 {
+		t.Fatalf("across slots, the other slot's descriptor took its hit, as documented: %v", s)
+	}
+}
+
+// crc16 is Redis Cluster's key hash (CRC-16/XMODEM).
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
