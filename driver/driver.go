@@ -262,15 +262,20 @@ const (
 // than MaxRequests requests, or MaxRequestPolicies policies.
 var ErrTooManyRequests = errors.New("ratekeeper: too many requests in one decision")
 
-// CheckRequests checks the bounds of a multi-key decision whose specs are
-// valid: at most MaxRequests requests and MaxRequestPolicies policies. Its
-// error wraps ErrTooManyRequests.
-func CheckRequests(reqs []Request) error {
+// CheckRequests checks a multi-key decision for a store: at most
+// MaxRequests requests, each of which passes check (the store's checks of
+// its key, spec and cost, which must reject a spec that is not Valid), and
+// at most MaxRequestPolicies policies in all. An error of check comes back
+// with the request's index; one of the bounds wraps ErrTooManyRequests.
+func CheckRequests(reqs []Request, check func(Request) error) error {
 	if len(reqs) > MaxRequests {
 		return fmt.Errorf("%w: %d requests, at most %d", ErrTooManyRequests, len(reqs), MaxRequests)
 	}
 	policies := 0
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if err := check(r); err != nil {
+			return fmt.Errorf("%w (request %d)", err, i)
+		}
 		policies += max(r.Spec.NumParts(), 1)
 	}
 	if policies > MaxRequestPolicies {

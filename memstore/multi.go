@@ -39,24 +39,17 @@ func (s *Store) DecideAll(_ context.Context, reqs []driver.Request) ([]ratekeepe
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	if len(reqs) > driver.MaxRequests {
-		return nil, fmt.Errorf("memstore: %w", driver.CheckRequests(reqs))
-	}
-	for i, r := range reqs {
-		err := checkInput(r.Spec, r.N)
+	err := driver.CheckRequests(reqs, func(r driver.Request) error {
 		switch {
-		case err != nil:
 		case r.Key == "":
-			err = fmt.Errorf("%w: memstore: empty key", ratekeeper.ErrInvalidKey)
+			return fmt.Errorf("%w: memstore: empty key", ratekeeper.ErrInvalidKey)
 		case len(r.Key) > ratekeeper.MaxKeyLen:
-			err = fmt.Errorf("%w: memstore: key of %d bytes is longer than %d", ratekeeper.ErrInvalidKey, len(r.Key), ratekeeper.MaxKeyLen)
+			return fmt.Errorf("%w: memstore: key of %d bytes is longer than %d", ratekeeper.ErrInvalidKey, len(r.Key), ratekeeper.MaxKeyLen)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%w (request %d)", err, i)
-		}
-	}
-	if err := driver.CheckRequests(reqs); err != nil {
-		return nil, fmt.Errorf("memstore: %w", err)
+		return checkInput(r.Spec, r.N)
+	})
+	if err != nil {
+		return nil, err
 	}
 	now := s.micros()
 	if err := driver.CheckTime(now); err != nil {

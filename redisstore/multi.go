@@ -43,20 +43,14 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekee
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	if len(reqs) > driver.MaxRequests {
-		return nil, fmt.Errorf("redisstore: %w", driver.CheckRequests(reqs))
-	}
-	for i, r := range reqs {
-		_, err := scriptOf(r.Spec)
-		if err == nil {
-			err = checkInput(r.Key, r.Spec, r.N)
+	err := driver.CheckRequests(reqs, func(r driver.Request) error {
+		if _, err := scriptOf(r.Spec); err != nil {
+			return err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%w (request %d)", err, i)
-		}
-	}
-	if err := driver.CheckRequests(reqs); err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return checkInput(r.Key, r.Spec, r.N)
+	})
+	if err != nil {
+		return nil, err
 	}
 	var sent time.Time
 	if s.now != nil {
@@ -69,7 +63,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekee
 		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
 	}
 	groups := s.multiGroups(reqs, sent, s.splitSlots.Load())
-	err := s.sendGroups(ctx, groups)
+	err = s.sendGroups(ctx, groups)
 	if len(groups) == 1 && redis.HasErrorPrefix(err, "CROSSSLOT") {
 		// A plain client of a cluster node: from now on, by slot.
 		s.splitSlots.Store(true)

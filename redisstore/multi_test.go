@@ -80,33 +80,14 @@ func TestDecideAllOneScriptCall(t *testing.T) {
 	}
 }
 
-// countHook counts the commands and pipelines a client sends.
-type countHook struct{ commands, pipelines *atomic.Int64 }
-
-func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.commands.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.pipelines.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // Over a Redis Cluster, a DecideAll is one script call per hash slot, all
 // in one pipeline. Within a slot it is all or nothing; across slots, a
 // slot that denies takes nothing but does not undo another's takes.
 func TestDecideAllClusterSlots(t *testing.T) {
 	client := redistest.ClusterClient(t)
 	ctx := ctxTimeout(t, 20*time.Second)
-	var commands, pipelines atomic.Int64
-	client.AddHook(countHook{&commands, &pipelines})
+	var count redistest.Counter
+	client.AddHook(&count)
 	prefix := redistest.Prefix(t)
 	store := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	big := mustSpec(t, ratekeeper.FixedWindow{Limit: 100, Window: time.Hour})
@@ -143,14 +124,14 @@ func TestDecideAllClusterSlots(t *testing.T) {
 	if _, err := store.DecideAll(ctx, []driver.Request{{Key: other, Spec: big}, {Key: same, Spec: big}, {Key: "with", Spec: small}}); err != nil {
 		t.Fatal(err)
 	}
-	commands.Store(0)
-	pipelines.Store(0)
+	count.Commands.Store(0)
+	count.Pipelines.Store(0)
 	res, err := store.DecideAll(ctx, []driver.Request{
 		{Key: other, Spec: big, N: 1}, {Key: same, Spec: big, N: 1}, {Key: "with", Spec: small, N: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, p := commands.Load(), pipelines.Load(); c != 0 || p != 1 {
+	if c, p := count.Commands.Load(), count.Pipelines.Load(); c != 0 || p != 1 {
 		t.Errorf("one DecideAll over two slots sent %d commands and %d pipelines, want one pipeline", c, p)
 	}
 	if !res[0].Allowed || !res[1].Allowed || res[2].Allowed {
@@ -196,8 +177,8 @@ func TestDecideAllPlainClientOfClusterNode(t *testing.T) {
 // each decides exactly: the keys admit their limits, no more.
 func TestDecideAllPipelined(t *testing.T) {
 	client := redistest.Client(t)
-	var commands, pipelines atomic.Int64
-	client.AddHook(countHook{&commands, &pipelines})
+	var count redistest.Counter
+	client.AddHook(&count)
 	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)))
 	ctx := ctxTimeout(t, 30*time.Second)
 	spec := mustSpec(t, ratekeeper.FixedWindow{Limit: 50, Window: time.Hour})
@@ -236,10 +217,10 @@ func TestDecideAllPipelined(t *testing.T) {
 	if res, err := store.Decide(ctx, "b", spec, 0); err != nil || res.Remaining != float64(50-allowedAll.Load()) {
 		t.Errorf("key b: %+v, %v; want %d taken, one per allowed DecideAll", res, err, allowedAll.Load())
 	}
-	if pipelines.Load() == 0 {
-		t.Errorf("%d calls in %d commands and no pipeline: nothing was coalesced", goroutines*calls, commands.Load())
+	if count.Pipelines.Load() == 0 {
+		t.Errorf("%d calls in %d commands and no pipeline: nothing was coalesced", goroutines*calls, count.Commands.Load())
 	}
-	t.Logf("%d calls in %d commands and %d pipelines", goroutines*calls, commands.Load(), pipelines.Load())
+	t.Logf("%d calls in %d commands and %d pipelines", goroutines*calls, count.Commands.Load(), count.Pipelines.Load())
 }
 
 // An invalid spec or an unknown algorithm fails a DecideAll before any
