@@ -245,7 +245,7 @@ func CheckName(name string) string {
 type Request struct {
 	Key  string
 	Spec *ValidSpec // may be an All spec
-	N    int64      // 0 peeks this key
+	N    int64      // 0 peeks this key, and never denies the others
 }
 
 // Bounds of a multi-key decision, which one script call makes: about as

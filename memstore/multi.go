@@ -15,7 +15,8 @@ import (
 const multiAttempts = 3
 
 // DecideAll decides reqs together, atomically: if every request is
-// allowed, each takes its N; if any is denied, none takes anything.
+// allowed, each takes its N; if any is denied, none takes anything. A request
+// of N 0 only looks: it takes nothing, so it never denies the others.
 // results[i] is request i's own decision: for a request allowed in a batch
 // that another denied, Allowed is true and the Result reports the state as
 // a peek of cost N would, nothing taken. An All spec in a request decides
@@ -160,7 +161,8 @@ func (m *multi) decide(s *Store, now int64, last bool) ([]ratekeeper.Result, boo
 // several parts, it decides them all without taking, then, if all allow,
 // takes from each; with one, it decides and takes part after part, and
 // if any denies, keeps nothing and reports each part's decision without
-// its take (all.lua does the same). It returns the parts' Outcomes, and
+// its take (all.lua does the same). A peek (n = 0) takes nothing, so it
+// never denies the others. It returns the parts' Outcomes, and
 // whether to keep the trial states.
 func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	out = make([]driver.Outcome, len(m.parts))
@@ -169,7 +171,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	if !shared {
 		for i, p := range m.parts {
 			out[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, false)
-			allowed = allowed && out[i].Allowed
+			allowed = allowed && (out[i].Allowed || p.n == 0)
 		}
 		if allowed {
 			for i, p := range m.parts {
@@ -189,7 +191,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 		if peeks[i].Allowed && p.n > 0 {
 			out[i] = m.take(p, now)
 		}
-		allowed = allowed && peeks[i].Allowed
+		allowed = allowed && (peeks[i].Allowed || p.n == 0)
 	}
 	if !allowed {
 		return peeks, false

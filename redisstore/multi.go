@@ -12,7 +12,8 @@ import (
 )
 
 // DecideAll decides reqs together, all or nothing: if every request is
-// allowed, each takes its N; if any is denied, none takes anything.
+// allowed, each takes its N; if any is denied, none takes anything. A request
+// of N 0 only looks: it takes nothing, so it never denies the others.
 // results[i] is request i's own decision: for a request allowed in a batch
 // that another denied, Allowed is true and the Result reports the state as
 // a peek of cost N would, nothing taken. An All spec in a request decides

@@ -380,3 +380,35 @@ func TestDecideAllAlignedAndAll(t *testing.T) {
 		}
 	})
 }
+
+func TestDecideAllPeekNeverDenies(t *testing.T) {
+	for _, sf := range stores {
+		t.Run(sf.name, func(t *testing.T) {
+			store := sf.new(t, newClock()).(multiStore)
+			var cluster *redis.ClusterClient
+			if sf.name == "redis-cluster" {
+				cluster = redistest.ClusterClient(t)
+			}
+			keys := sameSlotKeys(t, cluster, 2)
+			ctx := context.Background()
+			fw := mustSpec(t, ratekeeper.FixedWindow{Limit: 1, Window: time.Hour})
+			lim := newLimiter(t, store, ratekeeper.FixedWindow{Limit: 1, Window: time.Hour})
+			forget(t, lim, keys...)
+			if _, err := lim.Allow(ctx, keys[0]); err != nil {
+				t.Fatal(err)
+			}
+			// keys[0] is exhausted; a peek at it takes nothing, so needs
+			// nothing, and keys[1]'s request still takes.
+			res, err := store.DecideAll(ctx, []driver.Request{{Key: keys[0], Spec: fw, N: 0}, {Key: keys[1], Spec: fw, N: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Allowed || !res[1].Allowed {
+				t.Fatalf("results %+v", res)
+			}
+			if got, _ := lim.Peek(ctx, keys[1]); got.Remaining != 0 {
+				t.Fatalf("%s: %+v, want its request taken beside a peek", keys[1], got)
+			}
+		})
+	}
+}

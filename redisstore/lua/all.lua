@@ -1,7 +1,7 @@
 -- Several policies decided at once, all or nothing: the policies of one
 -- caller (ratekeeper.All), or those of several callers' requests
 -- (Store.DecideAll). Either every part takes its cost, or none takes
--- anything.
+-- anything. A peek (cost 0) takes nothing, so it never denies the others.
 -- KEYS[i]  the state of the i-th part
 -- ARGV[1]  now in microseconds, or "" to read the server's clock
 -- ARGV[2]  milliseconds added to every expiry
@@ -41,7 +41,7 @@ if not shared then
   for i = 1, #KEYS do
     local a, r, t, z = decide(i, false)
     set(out, i, a, r, t, z)
-    allowed = allowed and a == 1
+    allowed = allowed and (a == 1 or not takes(i))
   end
   if not allowed then return out end
   for i = 1, #KEYS do
@@ -67,7 +67,7 @@ for i = 1, #KEYS do
     set(out, i, decide(i, true))
   else
     set(out, i, a, r, t, z)
-    allowed = allowed and a == 1
+    allowed = allowed and (a == 1 or not takes(i))
   end
 end
 if allowed then return out end
