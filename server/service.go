@@ -142,7 +142,6 @@ type descriptor struct {
 	rule   *rule // nil: no rule applies (or it was replaced)
 	key    string
 	hits   int64
-	status *rlsv3.RateLimitResponse_DescriptorStatus
 	res    ratekeeper.Result
 	// decided: res holds the store's answer for this descriptor.
 	decided bool
