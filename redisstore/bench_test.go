@@ -31,6 +31,23 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkAllowDeadline is BenchmarkAllow with a deadline on every call's
+// context, as a server's request has: over a client with go-redis's
+// default options, a lone call is then handed to a goroutine of its own,
+// so that it ends with its context.
+func BenchmarkAllowDeadline(b *testing.B) {
+	lim, _, _ := newLimiter(b, benchBucket)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := lim.Allow(ctx, "k")
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkAllowParallel(b *testing.B) {
 	lim, _, _ := newLimiter(b, benchBucket)
 	keys := make([]string, 10_000)

@@ -28,10 +28,13 @@ func (s *Store) Keys(key string, spec *driver.ValidSpec) []string {
 }
 
 func (s *Store) keys(key string, spec *driver.ValidSpec) []string {
-	tag := s.prefix + "{" + escapeBraces(key) + "}"
-	if !spec.IsAll() {
-		return []string{stateKey(tag, spec)}
+	if !spec.IsAll() { // one concatenation, for the common case
+		if name := spec.StateName(); name != "" {
+			return []string{s.prefix + "{" + escapeBraces(key) + "}:" + spec.Short() + ":" + name}
+		}
+		return []string{s.prefix + "{" + escapeBraces(key) + "}:" + spec.Short()}
 	}
+	tag := s.prefix + "{" + escapeBraces(key) + "}"
 	keys := make([]string, spec.NumParts())
 	for i := range keys {
 		keys[i] = stateKey(tag, spec.Part(i))

@@ -215,7 +215,7 @@ func runBatch(ctx context.Context, client redis.UniversalClient, batch []*call, 
 	cmds := execGroups(ctx, client, groups)
 	var split []group
 	for i := range groups {
-		if len(groups[i].calls) > 1 && redis.HasErrorPrefix(cmds[i].Err(), "CROSSSLOT") {
+		if len(groups[i].calls) > 1 && hasErrorPrefix(cmds[i].Err(), "CROSSSLOT") {
 			split = append(split, groupCalls(groups[i].calls, false)...)
 			continue
 		}

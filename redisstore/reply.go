@@ -57,7 +57,13 @@ func scriptCmd(ctx context.Context, evalsha bool, script *redis.Script, src stri
 
 // isNoScript reports whether err says Redis lacks the script (after a
 // SCRIPT FLUSH, a restart or a failover): it did not run.
-func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+func isNoScript(err error) bool { return hasErrorPrefix(err, "NOSCRIPT") }
+
+// hasErrorPrefix is redis.HasErrorPrefix, which allocates even for a nil
+// error: this is asked of every call.
+func hasErrorPrefix(err error, prefix string) bool {
+	return err != nil && redis.HasErrorPrefix(err, prefix)
+}
 
 // unsentRetries is how many times retryUnsent sends a call again, as
 // go-redis would (MaxRetries is 3 by default).
@@ -72,8 +78,7 @@ const unsentRetries = 3
 // be free.
 func retryUnsent(ctx context.Context, send func() error) {
 	for attempt := 0; ; attempt++ {
-		var op *net.OpError
-		if err := send(); attempt == unsentRetries || !errors.As(err, &op) || op.Op != "dial" {
+		if err := send(); err == nil || attempt == unsentRetries || !isDialError(err) {
 			return
 		}
 		const minBackoff = 8 * time.Millisecond // go-redis's MinRetryBackoff
@@ -85,4 +90,11 @@ func retryUnsent(ctx context.Context, send func() error) {
 			return
 		}
 	}
+}
+
+// isDialError reports whether err is a failure to connect: a function of
+// its own, so that errors.As's target is allocated only for an error.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -74,7 +74,8 @@ if allowed then return out end
 for _, key in ipairs(order) do
   local dump, ttl = saved[key][1], saved[key][2]
   if dump then
-    if ttl < 0 then ttl = 0 end
+    -- PTTL: -1 without an expiry (RESTORE's 0), else at least 1 ms.
+    if ttl < 0 then ttl = 0 elseif ttl == 0 then ttl = 1 end
     redis.call('RESTORE', key, ttl, dump, 'REPLACE')
   else
     redis.call('DEL', key)

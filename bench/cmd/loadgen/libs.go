@@ -24,17 +24,42 @@ import (
 )
 
 // policy is the limit every library applies to each caller key: Rate
-// requests per second with bursts of Burst, expressed in each library's
+// requests per Period with bursts of Burst, expressed in each library's
 // own terms.
 type policy struct {
-	Rate  int64
-	Burst int64
+	Rate   int64
+	Period time.Duration
+	Burst  int64
 }
 
-// tokenBucket is the policy as ratekeeper's (and the seed's) token bucket:
-// Burst tokens, one more every 1/Rate second.
+// String names the policy as the reports do: "100/s burst 100".
+func (p policy) String() string {
+	unit := p.Period.String()
+	switch p.Period {
+	case time.Second:
+		unit = "s"
+	case time.Minute:
+		unit = "min"
+	case time.Hour:
+		unit = "h"
+	}
+	return fmt.Sprintf("%d/%s burst %d", p.Rate, unit, p.Burst)
+}
+
+// interval is the time between two requests at the policy's rate: the
+// token bucket's (and the seed's) refill interval, GCRA's emission
+// interval.
+func (p policy) interval() time.Duration { return p.Period / time.Duration(p.Rate) }
+
+// tokenBucket is the policy as ratekeeper's token bucket: Burst tokens,
+// one more every interval.
 func (p policy) tokenBucket() ratekeeper.TokenBucket {
-	return ratekeeper.TokenBucket{Capacity: p.Burst, RefillRate: 1, RefillInterval: time.Second / time.Duration(p.Rate)}
+	return ratekeeper.TokenBucket{Capacity: p.Burst, RefillRate: 1, RefillInterval: p.interval()}
+}
+
+// gcra is the policy as ratekeeper's GCRA.
+func (p policy) gcra() ratekeeper.GCRA {
+	return ratekeeper.GCRA{Rate: p.Rate, Period: p.Period, Burst: p.Burst}
 }
 
 // decideFunc makes one decision for key: whether the request may pass.
@@ -70,24 +95,37 @@ var scriptCmds = []string{"evalsha", "eval"}
 var libs = []lib{
 	{
 		name:  "ratekeeper",
-		about: "redisstore.New(client), the default: token bucket script, auto-pipelining on",
-		open:  openRatekeeper(),
+		about: "redisstore.New(client), the default, over a go-redis client with go-redis's default options: token bucket script, auto-pipelining on; a lone call whose context can end is handed to a goroutine of its own, so that it ends with its context",
+		open:  openRatekeeper(tokenBucketOf),
 		cmds:  scriptCmds,
 		// Its token bucket and GCRA GET their key once per decision.
 		decisionCmd: "get",
 	},
 	{
-		name:  "ratekeeper-defaultclient",
-		about: "redisstore.New(client) over a go-redis client with go-redis's default options: without ContextTimeoutEnabled, a lone call with a deadline is handed to a goroutine of its own so that it can end at the deadline",
-		open:  openRatekeeperDefaultClient,
-		cmds:  scriptCmds,
-		// Its token bucket and GCRA GET their key once per decision.
+		name:        "ratekeeper-gcra",
+		about:       "redisstore.New(client) with ratekeeper.GCRA, its one-integer policy, over the same client",
+		open:        openRatekeeper(gcraOf),
+		cmds:        scriptCmds,
+		decisionCmd: "get",
+	},
+	{
+		name:        "ratekeeper-cte",
+		about:       "ratekeeper over a go-redis client with ContextTimeoutEnabled, which bounds each call by its context's deadline: no hand-off for a context with a deadline",
+		open:        openRatekeeperCTE(tokenBucketOf),
+		cmds:        scriptCmds,
+		decisionCmd: "get",
+	},
+	{
+		name:        "ratekeeper-gcra-cte",
+		about:       "ratekeeper-gcra over a go-redis client with ContextTimeoutEnabled",
+		open:        openRatekeeperCTE(gcraOf),
+		cmds:        scriptCmds,
 		decisionCmd: "get",
 	},
 	{
 		name:  "ratekeeper-nopipe",
 		about: "redisstore.WithAutoPipelining(false): one pooled connection per decision",
-		open:  openRatekeeper(redisstore.WithAutoPipelining(false)),
+		open:  openRatekeeper(tokenBucketOf, redisstore.WithAutoPipelining(false)),
 		cmds:  scriptCmds,
 		// Its token bucket and GCRA GET their key once per decision.
 		decisionCmd: "get",
@@ -95,7 +133,7 @@ var libs = []lib{
 	{
 		name:  "ratekeeper+denycache",
 		about: "redisstore.WithDenyCache(100000): denials answered in process until they run out",
-		open:  openRatekeeper(redisstore.WithDenyCache(100_000)),
+		open:  openRatekeeper(tokenBucketOf, redisstore.WithDenyCache(100_000)),
 		cmds:  scriptCmds,
 		// Its token bucket and GCRA GET their key once per decision.
 		decisionCmd: "get",
@@ -109,17 +147,16 @@ var libs = []lib{
 		decisionCmd: "get",
 	},
 	{
-		name:  "ratekeeper-gcra",
-		about: "redisstore.New(client) with ratekeeper.GCRA, its one-integer policy",
-		open:  openRatekeeperGCRA,
-		cmds:  scriptCmds,
-		// Its token bucket and GCRA GET their key once per decision.
-		decisionCmd: "get",
-	},
-	{
 		name:    "redis_rate",
 		about:   "github.com/go-redis/redis_rate/v10: GCRA script",
-		open:    openRedisRate,
+		open:    openRedisRate(newClient),
+		cmds:    scriptCmds,
+		oneCall: true,
+	},
+	{
+		name:    "redis_rate-cte",
+		about:   "redis_rate over a go-redis client with ContextTimeoutEnabled",
+		open:    openRedisRate(newClientCTE),
 		cmds:    scriptCmds,
 		oneCall: true,
 	},
@@ -147,29 +184,37 @@ var libs = []lib{
 	},
 }
 
-// newClient returns the go-redis client every library runs over: go-redis's
-// default options, with ContextTimeoutEnabled, which bounds each call by
-// its context's deadline (docs/deploying.md advises it; the other
-// libraries make the same calls either way).
+// newClient returns the go-redis client every library runs over, but the
+// -cte variants: go-redis's default options.
 func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+// newClientCTE returns a client with ContextTimeoutEnabled, which bounds
+// each call by its context's deadline (docs/deploying.md advises it).
+func newClientCTE(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
 
-func openRatekeeper(opts ...redisstore.Option) func(string, policy) (decideFunc, func(), error) {
+func tokenBucketOf(p policy) ratekeeper.Policy { return p.tokenBucket() }
+func gcraOf(p policy) ratekeeper.Policy        { return p.gcra() }
+
+// openRatekeeper opens redisstore.New(client, opts...) over a client with
+// default options, deciding under the policy that pol makes of p.
+func openRatekeeper(pol func(policy) ratekeeper.Policy, opts ...redisstore.Option) func(string, policy) (decideFunc, func(), error) {
 	return func(addr string, p policy) (decideFunc, func(), error) {
 		client := newClient(addr)
-		return openLimiter(client, redisstore.New(client, opts...), p.tokenBucket())
+		return openLimiter(client, redisstore.New(client, opts...), pol(p))
 	}
 }
 
-func openRatekeeperDefaultClient(addr string, p policy) (decideFunc, func(), error) {
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	return openLimiter(client, redisstore.New(client), p.tokenBucket())
-}
-
-func openRatekeeperGCRA(addr string, p policy) (decideFunc, func(), error) {
-	client := newClient(addr)
-	return openLimiter(client, redisstore.New(client), ratekeeper.GCRA{Rate: p.Rate, Period: time.Second, Burst: p.Burst})
+// openRatekeeperCTE is openRatekeeper over a client with
+// ContextTimeoutEnabled.
+func openRatekeeperCTE(pol func(policy) ratekeeper.Policy) func(string, policy) (decideFunc, func(), error) {
+	return func(addr string, p policy) (decideFunc, func(), error) {
+		client := newClientCTE(addr)
+		return openLimiter(client, redisstore.New(client), pol(p))
+	}
 }
 
 func openLimiter(client *redis.Client, store ratekeeper.Store, pol ratekeeper.Policy) (decideFunc, func(), error) {
@@ -242,21 +287,24 @@ func tokenBucketSource() (string, error) {
 	return string(src), nil
 }
 
-func openRedisRate(addr string, p policy) (decideFunc, func(), error) {
-	client := newClient(addr)
-	lim := redis_rate.NewLimiter(client)
-	limit := redis_rate.Limit{Rate: int(p.Rate), Burst: int(p.Burst), Period: time.Second}
-	decide := func(ctx context.Context, key string) (bool, error) {
-		res, err := lim.Allow(ctx, key, limit)
-		if err != nil {
-			return false, err
+// openRedisRate opens redis_rate over the client that newClient makes.
+func openRedisRate(newClient func(string) *redis.Client) func(string, policy) (decideFunc, func(), error) {
+	return func(addr string, p policy) (decideFunc, func(), error) {
+		client := newClient(addr)
+		lim := redis_rate.NewLimiter(client)
+		limit := redis_rate.Limit{Rate: int(p.Rate), Burst: int(p.Burst), Period: p.Period}
+		decide := func(ctx context.Context, key string) (bool, error) {
+			res, err := lim.Allow(ctx, key, limit)
+			if err != nil {
+				return false, err
+			}
+			return res.Allowed > 0, nil
 		}
-		return res.Allowed > 0, nil
+		return decide, func() { client.Close() }, nil
 	}
-	return decide, func() { client.Close() }, nil
 }
 
-// openUlule runs a fixed window of Rate requests per second: ulule/limiter
+// openUlule runs a fixed window of Rate requests per Period: ulule/limiter
 // has no token bucket, and this is the same average rate.
 func openUlule(addr string, p policy) (decideFunc, func(), error) {
 	client := newClient(addr)
@@ -265,7 +313,7 @@ func openUlule(addr string, p policy) (decideFunc, func(), error) {
 		client.Close()
 		return nil, nil, err
 	}
-	lim := limiter.New(store, limiter.Rate{Period: time.Second, Limit: p.Rate})
+	lim := limiter.New(store, limiter.Rate{Period: p.Period, Limit: p.Rate})
 	decide := func(ctx context.Context, key string) (bool, error) {
 		res, err := lim.Get(ctx, key)
 		return !res.Reached, err
@@ -281,7 +329,7 @@ func openThrottled(addr string, p policy) (decideFunc, func(), error) {
 		return nil, nil, err
 	}
 	// MaxBurst counts the requests beyond the first.
-	lim, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerSec(int(p.Rate)), MaxBurst: int(p.Burst - 1)})
+	lim, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerDuration(int(p.Rate), p.Period), MaxBurst: int(p.Burst - 1)})
 	if err != nil {
 		client.Close()
 		return nil, nil, err
@@ -295,7 +343,7 @@ func openThrottled(addr string, p policy) (decideFunc, func(), error) {
 
 func openSeed(addr string, p policy) (decideFunc, func(), error) {
 	client := newClient(addr)
-	s := newSeedLimiter(client, p.Burst, 1, time.Second/time.Duration(p.Rate))
+	s := newSeedLimiter(client, p.Burst, 1, p.interval())
 	return s.allow, func() { client.Close() }, nil
 }
 

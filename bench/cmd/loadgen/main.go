@@ -6,19 +6,21 @@
 //	    -libs ratekeeper,redis_rate,ulule,throttled,seed
 //
 // Run it from bench/ (the rueidis variant reads ratekeeper's scripts from
-// ../redisstore/lua). Every library applies the same limit per caller
-// (-rate per second, bursts of -burst) in its own terms, through a
-// go-redis v9 client with default options and ContextTimeoutEnabled
-// (rueidis for the rueidis variant; go-redis's defaults alone for the
-// defaultclient variant). Every call's context has a deadline, the
-// run's end. Two modes:
+// ../redisstore/testdata). Every library applies the same limit per caller
+// (-rate per -period, bursts of -burst) in its own terms, through a
+// go-redis v9 client with go-redis's default options (rueidis for the
+// rueidis variant; ContextTimeoutEnabled for the -cte variants). Each
+// call's context has a deadline of its own (-deadline after the call
+// starts), or none: -deadline none,1s runs every library both ways. Two
+// modes:
 //
 //   - allow: each goroutine draws its callers uniformly from -users, so
-//     that nearly every request is allowed;
+//     that nearly every request is allowed (under a slow -rate, fewer);
 //   - hot: every goroutine asks for the same caller, which is denied all
-//     but -rate times per second.
+//     but -rate times per -period.
 //
-// A round runs every library at every concurrency in every mode; each run
+// A round runs every library at every concurrency and deadline in every
+// mode; each run
 // lasts -dur, in two halves, each after a warm-up of -warmup: the libraries
 // run in an order rotated from round to round, then in the reverse order,
 // so that a drift of the machine over the round weighs on all alike. After
@@ -76,8 +78,10 @@ type config struct {
 	modes  []string
 	rounds int
 	policy policy
-	svg    string
-	prof   string
+	// deadlines are the per-call deadlines to run with; 0 for none.
+	deadlines []time.Duration
+	svg       string
+	prof      string
 }
 
 func main() {
@@ -122,8 +126,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	names := fs.String("libs", "all", "comma-separated libraries, or all: "+libNames())
 	mode := fs.String("mode", "both", "allow, hot or both")
 	rounds := fs.Int("rounds", 3, "rounds; figures are medians over rounds")
-	rate := fs.Int64("rate", 100, "requests per second allowed per caller")
+	rate := fs.Int64("rate", 100, "requests per -period allowed per caller")
+	period := fs.Duration("period", time.Second, "the period of -rate")
 	burst := fs.Int64("burst", 100, "burst allowed per caller")
+	deadlines := fs.String("deadline", "1s", "comma-separated `deadlines` of each call's context, each run on its own; none for a context without one (context.Background())")
 	svg := fs.String("svg", "", "write a chart of decisions/s to this `file`")
 	prof := fs.String("cpuprofile", "", "write a CPU profile of the client to this `file`")
 	if err := fs.Parse(args); err != nil {
@@ -136,7 +142,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		*addr = "127.0.0.1:6379"
 	}
 	cfg := config{addr: *addr, dur: *dur, warmup: *warmup, users: *users, rounds: *rounds,
-		policy: policy{Rate: *rate, Burst: *burst}, svg: *svg, prof: *prof}
+		policy: policy{Rate: *rate, Period: *period, Burst: *burst}, svg: *svg, prof: *prof}
 	if err := measure.CheckLoopback("redis", cfg.addr); err != nil {
 		return config{}, err
 	}
@@ -146,6 +152,18 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 			return config{}, fmt.Errorf("-conc: %q is not a goroutine count from 1 to 4096", f)
 		}
 		cfg.conc = append(cfg.conc, n)
+	}
+	for _, f := range strings.Split(*deadlines, ",") {
+		f = strings.TrimSpace(f)
+		if f == "none" {
+			cfg.deadlines = append(cfg.deadlines, 0)
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < time.Millisecond || d > time.Minute {
+			return config{}, fmt.Errorf("-deadline: %q is not none or a duration from 1ms to 1m", f)
+		}
+		cfg.deadlines = append(cfg.deadlines, d)
 	}
 	var err error
 	if cfg.libs, err = findLibs(strings.Split(*names, ",")); err != nil {
@@ -170,6 +188,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("-rounds must be from 1 to 100")
 	case cfg.policy.Rate < 1 || cfg.policy.Rate > 1_000_000 || cfg.policy.Burst < 1 || cfg.policy.Burst > 1_000_000:
 		return config{}, errors.New("-rate and -burst must be from 1 to 1000000")
+	case cfg.policy.Period < time.Second || cfg.policy.Period > 24*time.Hour || cfg.policy.interval() < time.Microsecond:
+		return config{}, errors.New("-period must be from 1s to 24h, and at most a million times -rate µs")
 	}
 	return cfg, nil
 }
@@ -219,14 +239,23 @@ func (s *sample) add(o sample) {
 
 // cell identifies the runs whose medians make one row.
 type cell struct {
-	mode string
-	conc int
-	lib  string
+	mode     string
+	conc     int
+	deadline time.Duration // of each call; 0 for none
+	lib      string
+}
+
+// deadlineName names a call deadline in the reports.
+func deadlineName(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
 }
 
 func run(cfg config, out, progress io.Writer) error {
 	perRun := 2*cfg.warmup + cfg.dur // two halves, each warmed up
-	runs := cfg.rounds * len(cfg.modes) * len(cfg.conc) * len(cfg.libs)
+	runs := cfg.rounds * len(cfg.modes) * len(cfg.conc) * len(cfg.deadlines) * len(cfg.libs)
 	// Every run ends on its own; this only bounds a Redis that hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(runs)*(perRun+10*time.Second)+time.Minute)
 	defer cancel()
@@ -260,37 +289,39 @@ func run(cfg config, out, progress io.Writer) error {
 	for round := range cfg.rounds {
 		for _, mode := range cfg.modes {
 			for _, conc := range cfg.conc {
-				// Each library runs twice, for half of -dur each: in an
-				// order rotated from round to round, then in the reverse
-				// order, so that a drift of the machine over the round
-				// weighs on every library alike.
-				order := make([]int, len(cfg.libs))
-				for k := range order {
-					order[k] = (k + round) % len(cfg.libs)
-				}
-				halves := make([]sample, len(cfg.libs))
-				for pass := range 2 {
-					for _, i := range order {
-						l := cfg.libs[i]
-						s, err := runOne(ctx, cfg, admin, l, deciders[i], mode, conc, cfg.dur/2)
-						if err != nil {
-							return fmt.Errorf("%s %s conc=%d: %w", l.name, mode, conc, err)
-						}
-						if pass == 0 {
-							halves[i] = s
-							continue
-						}
-						halves[i].add(s)
+				for _, dl := range cfg.deadlines {
+					// Each library runs twice, for half of -dur each: in an
+					// order rotated from round to round, then in the reverse
+					// order, so that a drift of the machine over the round
+					// weighs on every library alike.
+					order := make([]int, len(cfg.libs))
+					for k := range order {
+						order[k] = (k + round) % len(cfg.libs)
 					}
-					slices.Reverse(order)
-				}
-				for _, i := range order {
-					l, s := cfg.libs[i], halves[i]
-					fmt.Fprintf(progress, "round %d/%d %-5s conc=%-4d %-22s %9.0f/s p50 %6dµs p99 %6dµs srv %5.1fµs errors %d\n",
-						round+1, cfg.rounds, mode, conc, l.name, s.rate, s.p50.Microseconds(), s.p99.Microseconds(),
-						perDecision(s.srvUsec, s.decisions), s.errors)
-					c := cell{mode, conc, l.name}
-					samples[c] = append(samples[c], s)
+					halves := make([]sample, len(cfg.libs))
+					for pass := range 2 {
+						for _, i := range order {
+							l := cfg.libs[i]
+							s, err := runOne(ctx, cfg, admin, l, deciders[i], mode, conc, dl, cfg.dur/2)
+							if err != nil {
+								return fmt.Errorf("%s %s conc=%d deadline=%s: %w", l.name, mode, conc, deadlineName(dl), err)
+							}
+							if pass == 0 {
+								halves[i] = s
+								continue
+							}
+							halves[i].add(s)
+						}
+						slices.Reverse(order)
+					}
+					for _, i := range order {
+						l, s := cfg.libs[i], halves[i]
+						fmt.Fprintf(progress, "round %d/%d %-5s conc=%-4d deadline=%-4s %-22s %9.0f/s p50 %6dµs p99 %6dµs srv %5.1fµs errors %d\n",
+							round+1, cfg.rounds, mode, conc, deadlineName(dl), l.name, s.rate, s.p50.Microseconds(), s.p99.Microseconds(),
+							perDecision(s.srvUsec, s.decisions), s.errors)
+						c := cell{mode, conc, dl, l.name}
+						samples[c] = append(samples[c], s)
+					}
 				}
 			}
 		}
@@ -303,8 +334,8 @@ func run(cfg config, out, progress io.Writer) error {
 	version := measure.RedisVersion(ctx, admin)
 	fmt.Fprintf(out, "# loadgen: %s %s/%s, %d CPUs (GOMAXPROCS %d), Redis %s at %s\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), version, cfg.addr)
-	fmt.Fprintf(out, "Every library: %d requests per second per caller, bursts of %d. Medians of %d rounds of %v per run.\n\n",
-		cfg.policy.Rate, cfg.policy.Burst, cfg.rounds, cfg.dur)
+	fmt.Fprintf(out, "Every library: %d requests per %v per caller, bursts of %d (%s). Medians of %d rounds of %v per run.\n\n",
+		cfg.policy.Rate, cfg.policy.Period, cfg.policy.Burst, cfg.policy, cfg.rounds, cfg.dur)
 	for _, mode := range cfg.modes {
 		printTable(out, cfg, res, mode)
 	}
@@ -321,7 +352,7 @@ func run(cfg config, out, progress io.Writer) error {
 		fmt.Fprintf(out, "chart written to %s\n\n", cfg.svg)
 	}
 	ratio := "n/a"
-	if r, ok := res.ratio("allow", 128, "ratekeeper", "redis_rate"); ok {
+	if r, ok := res.ratio("allow", 128, cfg.deadlines[0], "ratekeeper", "redis_rate"); ok {
 		ratio = fmt.Sprintf("%.2f", r)
 	}
 	fmt.Fprintf(out, "ratio ratekeeper/redis_rate at conc=128: %s\n", ratio)
@@ -329,7 +360,7 @@ func run(cfg config, out, progress io.Writer) error {
 }
 
 // runOne warms lib up, then measures it for dur.
-func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide decideFunc, mode string, conc int, dur time.Duration) (sample, error) {
+func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide decideFunc, mode string, conc int, deadline, dur time.Duration) (sample, error) {
 	keys := []string{"loadgen:" + l.name + ":hot"}
 	if mode == "allow" {
 		keys = make([]string, cfg.users)
@@ -339,7 +370,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.warmup+dur+10*time.Second)
 	defer cancel()
-	drive(ctx, decide, keys, conc, cfg.warmup)
+	drive(ctx, decide, keys, conc, deadline, cfg.warmup)
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return sample{}, err
 	}
@@ -348,7 +379,7 @@ func runOne(ctx context.Context, cfg config, admin *redis.Client, l lib, decide 
 		return sample{}, err
 	}
 	client0 := measure.SelfCPU()
-	s, firstErr := drive(ctx, decide, keys, conc, dur)
+	s, firstErr := drive(ctx, decide, keys, conc, deadline, dur)
 	s.clientUsec = measure.SelfCPU() - client0
 	if firstErr != nil {
 		log.Printf("%s %s conc=%d: %d errors, the first: %v", l.name, mode, conc, s.errors, firstErr)
@@ -383,8 +414,10 @@ type worker struct {
 
 // drive runs conc goroutines that decide for keys drawn uniformly at
 // random until dur has passed, and returns what they counted, with the
-// first error met.
-func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur time.Duration) (sample, error) {
+// first error met. Each call's context has the given deadline from the
+// call's start, or none (context.Background()) for 0, as a caller's would:
+// ctx only stops the goroutines.
+func drive(ctx context.Context, decide decideFunc, keys []string, conc int, deadline, dur time.Duration) (sample, error) {
 	if dur <= 0 {
 		return sample{}, nil
 	}
@@ -399,8 +432,15 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dur 
 			for !stop.Load() {
 				key := keys[rng.IntN(len(keys))]
 				t0 := time.Now()
-				allowed, err := decide(ctx, key)
+				callCtx, cancel := context.Background(), context.CancelFunc(nil)
+				if deadline > 0 {
+					callCtx, cancel = context.WithDeadline(callCtx, t0.Add(deadline))
+				}
+				allowed, err := decide(callCtx, key)
 				lat := time.Since(t0)
+				if cancel != nil {
+					cancel()
+				}
 				switch {
 				case err != nil:
 					if w.errs++; w.firstErr == nil {
@@ -499,16 +539,16 @@ type results struct {
 // ratio returns the median over rounds of a's decisions/s divided by b's
 // in the same round: the load that other work puts on a shared machine
 // changes from round to round, and moves both alike.
-func (r results) ratio(mode string, conc int, a, b string) (float64, bool) {
-	return r.roundRatio(mode, conc, a, b, func(s sample) float64 { return s.rate })
+func (r results) ratio(mode string, conc int, dl time.Duration, a, b string) (float64, bool) {
+	return r.roundRatio(mode, conc, dl, a, b, func(s sample) float64 { return s.rate })
 }
 
 // costRatio is ratio for the server time per decision.
-func (r results) costRatio(mode string, conc int, a, b string) (float64, bool) {
-	return r.roundRatio(mode, conc, a, b, func(s sample) float64 { return perDecision(s.srvUsec, s.decisions) })
+func (r results) costRatio(mode string, conc int, dl time.Duration, a, b string) (float64, bool) {
+	return r.roundRatio(mode, conc, dl, a, b, func(s sample) float64 { return perDecision(s.srvUsec, s.decisions) })
 }
 
-func (r results) roundRatio(mode string, conc int, a, b string, f func(sample) float64) (float64, bool) {
+func (r results) roundRatio(mode string, conc int, dl time.Duration, a, b string, f func(sample) float64) (float64, bool) {
 	values := func(ss []sample) []float64 {
 		v := make([]float64, len(ss))
 		for i, s := range ss {
@@ -516,7 +556,7 @@ func (r results) roundRatio(mode string, conc int, a, b string, f func(sample) f
 		}
 		return v
 	}
-	return measure.MedianRatio(values(r.runs[cell{mode, conc, a}]), values(r.runs[cell{mode, conc, b}]))
+	return measure.MedianRatio(values(r.runs[cell{mode, conc, dl, a}]), values(r.runs[cell{mode, conc, dl, b}]))
 }
 
 // deleteKeys deletes the keys of the runs: their caller keys contain

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
 )
@@ -18,36 +19,48 @@ func printTable(out io.Writer, cfg config, res results, mode string) {
 		fmt.Fprintf(out, "%d callers.\n\n", cfg.users)
 	}
 	hot := mode == "hot"
-	fmt.Fprint(out, "| conc | library | decisions/s | × redis_rate | p50 µs | p99 µs | server µs/decision | server µs/call | Redis CPU µs/decision | client CPU µs/decision | commands/decision | allowed |")
+	fmt.Fprint(out, "| conc | deadline | library | decisions/s | × redis_rate | p50 µs | p99 µs | server µs/decision | server µs/call | Redis CPU µs/decision | client CPU µs/decision | commands/decision | allowed |")
 	if hot {
 		fmt.Fprint(out, " in Redis/denied |")
 	}
-	fmt.Fprint(out, " errors |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprint(out, " errors |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	if hot {
 		fmt.Fprint(out, "---:|")
 	}
 	fmt.Fprintln(out, "---:|")
 	for _, conc := range cfg.conc {
-		for _, l := range cfg.libs {
-			m, ok := res.med[cell{mode, conc, l.name}]
-			if !ok {
-				continue
+		for _, dl := range cfg.deadlines {
+			for _, l := range cfg.libs {
+				m, ok := res.med[cell{mode, conc, dl, l.name}]
+				if !ok {
+					continue
+				}
+				vs := "-"
+				if r, ok := res.ratio(mode, conc, dl, l.name, peerOf(l.name)); ok {
+					vs = fmt.Sprintf("%.2f", r)
+				}
+				fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f%% |",
+					conc, deadlineName(dl), l.name, measure.Thousands(m.rate), vs, measure.Micros(m.p50), measure.Micros(m.p99),
+					perDecision(m.srvUsec, m.decisions), perDecision(m.srvUsec, m.calls), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
+					perDecision(float64(m.calls), m.decisions), 100*perDecision(float64(m.allowed), m.decisions))
+				if hot {
+					fmt.Fprintf(out, " %s |", inRedisPerDenied(m))
+				}
+				fmt.Fprintf(out, " %d |\n", m.errors)
 			}
-			vs := "-"
-			if r, ok := res.ratio(mode, conc, l.name, "redis_rate"); ok {
-				vs = fmt.Sprintf("%.2f", r)
-			}
-			fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f%% |",
-				conc, l.name, measure.Thousands(m.rate), vs, measure.Micros(m.p50), measure.Micros(m.p99),
-				perDecision(m.srvUsec, m.decisions), perDecision(m.srvUsec, m.calls), perDecision(m.cpuUsec, m.decisions), perDecision(m.clientUsec, m.decisions),
-				perDecision(float64(m.calls), m.decisions), 100*perDecision(float64(m.allowed), m.decisions))
-			if hot {
-				fmt.Fprintf(out, " %s |", inRedisPerDenied(m))
-			}
-			fmt.Fprintf(out, " %d |\n", m.errors)
 		}
 	}
+	fmt.Fprintln(out, "\n(× redis_rate: the -cte variants against redis_rate-cte, over the same kind of client.)")
 	fmt.Fprintln(out)
+}
+
+// peerOf is the redis_rate a library is compared with: redis_rate-cte
+// for a library over a client with ContextTimeoutEnabled, else redis_rate.
+func peerOf(name string) string {
+	if strings.HasSuffix(name, "-cte") {
+		return "redis_rate-cte"
+	}
+	return "redis_rate"
 }
 
 // inRedisPerDenied is the share of denials that Redis decided: every
@@ -69,47 +82,60 @@ func printMemory(out io.Writer, m memory) {
 	fmt.Fprintln(out)
 }
 
-// printTargets compares ratekeeper's default store with the goals it is
-// held to, each a ratio within the same rounds.
+// printTargets compares ratekeeper's default store, its token bucket and
+// its GCRA, with the goals it is held to, each a ratio within the same
+// rounds, for the run's one policy.
 func printTargets(out io.Writer, cfg config, res results, mem memory) {
-	fmt.Fprintln(out, "## targets (ratekeeper = redisstore.New(client); ratios are medians of per-round ratios)")
-	fmt.Fprintln(out, "\n| target | measured | met |\n|---|---|---|")
+	fmt.Fprintf(out, "## targets, %s (allow mode; ratios are medians of per-round ratios)\n", cfg.policy)
+	fmt.Fprintln(out, "\n| target | policy | algorithm | deadline | measured | met |\n|---|---|---|---|---|---|")
 	verdict := func(ok bool) string {
 		if ok {
 			return "yes"
 		}
 		return "no"
 	}
-	for _, t := range []struct {
-		conc int
-		min  float64
-	}{{128, 2.5}, {1, 1.0}} {
-		r, ok := res.ratio("allow", t.conc, "ratekeeper", "redis_rate")
-		if !ok {
-			continue
+	const mode = "allow"
+	for _, alg := range []struct{ name, lib string }{{"token bucket", "ratekeeper"}, {"GCRA", "ratekeeper-gcra"}} {
+		row := func(target, dl, measured string, ok bool) {
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", target, cfg.policy, alg.name, dl, measured, verdict(ok))
 		}
-		rk, rr := res.med[cell{"allow", t.conc, "ratekeeper"}], res.med[cell{"allow", t.conc, "redis_rate"}]
-		if t.conc == 128 {
-			fmt.Fprintf(out, "| decisions/s ≥ %.1f× redis_rate at conc=%d (allow), p99 no worse | %.2f×; p99 %s µs vs %s µs | %s |\n",
-				t.min, t.conc, r, measure.Micros(rk.p99), measure.Micros(rr.p99), verdict(r >= t.min && rk.p99 <= rr.p99))
-		} else {
-			fmt.Fprintf(out, "| decisions/s ≥ %.1f× redis_rate at conc=%d (allow) | %.2f× | %s |\n", t.min, t.conc, r, verdict(r >= t.min))
+		for _, dl := range cfg.deadlines {
+			if r, ok := res.ratio(mode, 128, dl, alg.lib, "redis_rate"); ok {
+				rk, rr := res.med[cell{mode, 128, dl, alg.lib}], res.med[cell{mode, 128, dl, "redis_rate"}]
+				row("decisions/s ≥ 2.5× redis_rate at conc=128, p99 no worse", deadlineName(dl),
+					fmt.Sprintf("%.2f×; p99 %s vs %s µs", r, measure.Micros(rk.p99), measure.Micros(rr.p99)), r >= 2.5 && rk.p99 <= rr.p99)
+			}
 		}
-	}
-	if r, ok := res.ratio("allow", 1, "ratekeeper-defaultclient", "redis_rate"); ok {
-		fmt.Fprintf(out, "| the same, over go-redis's default options (ratekeeper-defaultclient) | %.2f× | %s |\n", r, verdict(r >= 1.0))
-	}
-	for _, mode := range cfg.modes {
-		for _, conc := range cfg.conc {
-			r, ok := res.costRatio(mode, conc, "ratekeeper", "seed")
-			if !ok {
+		for _, dl := range cfg.deadlines {
+			want := 1.0
+			if dl > 0 {
+				want = 0.9
+			}
+			if r, ok := res.ratio(mode, 1, dl, alg.lib, "redis_rate"); ok {
+				row(fmt.Sprintf("decisions/s ≥ %.1f× redis_rate at conc=1", want), deadlineName(dl), fmt.Sprintf("%.2f×", r), r >= want)
+			}
+			if dl == 0 {
 				continue
 			}
-			rk, sd := res.med[cell{mode, conc, "ratekeeper"}], res.med[cell{mode, conc, "seed"}]
-			fmt.Fprintf(out, "| server µs/decision ≤ 0.75× the seed's at conc=%d (%s) | %.2f× (%.1f vs %.1f µs) | %s |\n",
-				conc, mode, r, perDecision(rk.srvUsec, rk.decisions), perDecision(sd.srvUsec, sd.decisions), verdict(r <= 0.75))
+			if r, ok := res.ratio(mode, 1, dl, alg.lib+"-cte", "redis_rate-cte"); ok {
+				row("decisions/s ≥ 1.0× redis_rate at conc=1, both with ContextTimeoutEnabled", deadlineName(dl), fmt.Sprintf("%.2f×", r), r >= 1.0)
+			}
+		}
+		for _, conc := range []int{128, 1} {
+			want := 0.75
+			if conc == 1 {
+				want = 1.1
+			}
+			for _, dl := range cfg.deadlines {
+				r, ok := res.costRatio(mode, conc, dl, alg.lib, "seed")
+				if !ok {
+					continue
+				}
+				rk, sd := res.med[cell{mode, conc, dl, alg.lib}], res.med[cell{mode, conc, dl, "seed"}]
+				row(fmt.Sprintf("server µs/decision ≤ %.2f× the seed's at conc=%d", want, conc), deadlineName(dl),
+					fmt.Sprintf("%.2f× (%.1f vs %.1f µs)", r, perDecision(rk.srvUsec, rk.decisions), perDecision(sd.srvUsec, sd.decisions)), r <= want)
+			}
 		}
 	}
-	fmt.Fprintf(out, "| memory per idle key ≤ 0.6× the seed's hash | %.2f× (%.0f vs %.0f B) | %s |\n\n",
-		mem.tb/mem.seed, mem.tb, mem.seed, verdict(mem.tb <= 0.6*mem.seed))
+	fmt.Fprintf(out, "\nMemory per idle key: token bucket %.0f B, %.2f× the seed's hash (%.0f B).\n\n", mem.tb, mem.tb/mem.seed, mem.seed)
 }

@@ -45,8 +45,8 @@ func writeChart(path string, cfg config, med map[cell]sample, redisVersion strin
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="16" font-weight="bold">Rate limiters for Go on Redis: decisions per second (median of %d rounds)</text>`+"\n", left, cfg.rounds)
-	fmt.Fprintf(&b, `<text x="%d" y="44" fill="#555">%d req/s per caller, burst %d; %d s per run; Redis %s on the same %s</text>`+"\n",
-		left, cfg.policy.Rate, cfg.policy.Burst, int(cfg.dur.Seconds()), html.EscapeString(redisVersion), cpuNote())
+	fmt.Fprintf(&b, `<text x="%d" y="44" fill="#555">%s per caller; call deadline %s; %d s per run; Redis %s on the same %s</text>`+"\n",
+		left, cfg.policy, deadlineName(cfg.deadlines[0]), int(cfg.dur.Seconds()), html.EscapeString(redisVersion), cpuNote())
 
 	for p, mode := range cfg.modes {
 		top := titleH + p*(panelH+gapH) + 30
@@ -54,7 +54,7 @@ func writeChart(path string, cfg config, med map[cell]sample, redisVersion strin
 		for _, l := range cfg.libs {
 			top := 0.0
 			for _, conc := range cfg.conc {
-				top = max(top, med[cell{mode, conc, l.name}].rate)
+				top = max(top, med[cell{mode, conc, cfg.deadlines[0], l.name}].rate)
 			}
 			libMax = append(libMax, top)
 		}
@@ -71,7 +71,7 @@ func writeChart(path string, cfg config, med map[cell]sample, redisVersion strin
 		for g, conc := range cfg.conc {
 			x0 := float64(left) + float64(g)*groupW + groupPad/2
 			for i, l := range cfg.libs {
-				v := med[cell{mode, conc, l.name}].rate
+				v := med[cell{mode, conc, cfg.deadlines[0], l.name}].rate
 				h := float64(panelH) * math.Min(v, axisMax) / axisMax
 				x := x0 + float64(i)*barW
 				y := float64(top+panelH) - h

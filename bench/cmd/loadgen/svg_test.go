@@ -13,7 +13,7 @@ import (
 
 func TestWriteChart(t *testing.T) {
 	cfg := config{conc: []int{1, 16, 128}, libs: libs, modes: []string{"allow", "hot"}, rounds: 3,
-		dur: 5 * time.Second, policy: policy{Rate: 100, Burst: 100}}
+		dur: 5 * time.Second, policy: policy{Rate: 100, Period: time.Second, Burst: 100}, deadlines: []time.Duration{time.Second}}
 	med := make(map[cell]sample)
 	for _, mode := range cfg.modes {
 		for i, conc := range cfg.conc {
@@ -22,7 +22,7 @@ func TestWriteChart(t *testing.T) {
 				if mode == "hot" && l.name == "ratekeeper+denycache" {
 					rate = 2e6 // far above the rest: its bars are clipped
 				}
-				med[cell{mode, conc, l.name}] = sample{rate: rate}
+				med[cell{mode, conc, time.Second, l.name}] = sample{rate: rate}
 			}
 		}
 	}
