@@ -443,3 +443,23 @@ func TestHotReload(t *testing.T) {
 		t.Errorf("want generation 3 after two good reloads")
 	}
 }
+
+func TestRedisClientsHonourDeadlines(t *testing.T) {
+	for _, u := range []string{"redis://127.0.0.1:6379", "redis+cluster://127.0.0.1:7000", "redis+sentinel://127.0.0.1:26379?master_name=m"} {
+		c, err := redisClient(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var on bool
+		switch c := c.(type) {
+		case *redis.Client:
+			on = c.Options().ContextTimeoutEnabled
+		case *redis.ClusterClient:
+			on = c.Options().ContextTimeoutEnabled
+		}
+		c.Close()
+		if !on {
+			t.Errorf("%s: ContextTimeoutEnabled is off", u)
+		}
+	}
+}

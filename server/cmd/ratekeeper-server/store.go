@@ -65,7 +65,9 @@ func openStore(rawURL, prefix string) (*store, error) {
 	}, nil
 }
 
-// redisClient makes the go-redis client of a URL.
+// redisClient makes the go-redis client of a URL. The client bounds each
+// call by its context's deadline (ContextTimeoutEnabled): Envoy gives every
+// call one, and the store then needs no goroutine of its own to keep it.
 func redisClient(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -87,12 +89,14 @@ func redisClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, urlError(rawURL, err)
 		}
+		opts.ContextTimeoutEnabled = true
 		client = redis.NewClient(opts)
 	case "cluster":
 		opts, err := redis.ParseClusterURL(plain)
 		if err != nil {
 			return nil, urlError(rawURL, err)
 		}
+		opts.ContextTimeoutEnabled = true
 		client = redis.NewClusterClient(opts)
 	case "sentinel":
 		opts, err := redis.ParseFailoverURL(plain)
@@ -102,6 +106,7 @@ func redisClient(rawURL string) (redis.UniversalClient, error) {
 		if opts.MasterName == "" {
 			return nil, fmt.Errorf("invalid Redis URL %s: Sentinel needs master_name=NAME", redact(rawURL))
 		}
+		opts.ContextTimeoutEnabled = true
 		client = redis.NewFailoverClient(opts)
 	default:
 		return nil, fmt.Errorf("invalid Redis URL %s: unknown kind %q (cluster or sentinel)", redact(rawURL), kind)
