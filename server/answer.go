@@ -69,7 +69,13 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		}
 	}
 	if s.opts.ResponseHeaders {
-		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses)
+		names := make([]string, len(ds))
+		for i := range ds {
+			if r := ds[i].rule; r != nil {
+				names[i] = r.label
+			}
+		}
+		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, names)
 	}
 	return resp
 }
@@ -77,11 +83,13 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 // rateLimitHeaders are the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
 // every limited descriptor, and the state of the binding one, the first
-// over its limit, else the one with the least remaining.
-func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+// over its limit, else the one with the least remaining. Each is named by
+// its limit's name, else by its rule's (names[i]).
+func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, names []string) []*corev3.HeaderValue {
 	var policies []string
 	var binding *rlsv3.RateLimitResponse_DescriptorStatus
-	for _, st := range statuses {
+	bindingName := ""
+	for i, st := range statuses {
 		l := st.GetCurrentLimit()
 		if l == nil {
 			continue
@@ -94,20 +102,24 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*c
 		if w <= 0 {
 			continue
 		}
-		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", strconv.Quote(l.GetName()), l.GetRequestsPerUnit(), w))
+		name := l.GetName()
+		if name == "" {
+			name = names[i]
+		}
+		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", strconv.Quote(name), l.GetRequestsPerUnit(), w))
 		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case binding == nil:
-			binding = st
+			binding, bindingName = st, name
 		case binding.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
 		case over || st.GetLimitRemaining() < binding.GetLimitRemaining():
-			binding = st
+			binding, bindingName = st, name
 		}
 	}
 	if binding == nil {
 		return nil
 	}
-	state := fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(binding.GetCurrentLimit().GetName()),
+	state := fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(bindingName),
 		binding.GetLimitRemaining(), int64(binding.GetDurationUntilReset().AsDuration()/time.Second))
 	return []*corev3.HeaderValue{
 		{Key: "RateLimit-Policy", Value: strings.Join(policies, ",")},

@@ -92,7 +92,10 @@ func (s *Service) compile(r *config.Rule) (*rule, error) {
 // unit and unit, or for a period of any length, the largest unit that
 // divides it and a multiplier.
 func currentLimit(r *config.Rule, l config.Limit) *rlsv3.RateLimitResponse_RateLimit {
-	out := &rlsv3.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: l.RequestsPerUnit}
+	out := &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit}
+	if r.ExplicitName {
+		out.Name = r.Name // as envoy: a rate_limit.name, or none
+	}
 	if u, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[l.Unit]; ok && l.Unit != "" {
 		out.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(u)
 		return out

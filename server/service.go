@@ -139,10 +139,10 @@ const maxHits = math.MaxUint32
 
 // descriptor is one descriptor of a request, resolved.
 type descriptor struct {
-	rule   *rule // nil: no rule applies (or it was replaced)
-	key    string
-	hits   int64
-	res    ratekeeper.Result
+	rule *rule // nil: no rule applies (or it was replaced)
+	key  string
+	hits int64
+	res  ratekeeper.Result
 	// decided: res holds the store's answer for this descriptor.
 	decided bool
 }
