@@ -1,0 +1,299 @@
+package envoydiff
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// desc returns a descriptor of the given key, value pairs.
+func desc(kv ...string) *rlcommon.RateLimitDescriptor {
+	d := &rlcommon.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+// withHits sets d's own hits_addend.
+func withHits(d *rlcommon.RateLimitDescriptor, hits uint64) *rlcommon.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(hits)
+	return d
+}
+
+// withOverride sets d's limit override.
+func withOverride(d *rlcommon.RateLimitDescriptor, rpu uint32, u typev3.RateLimitUnit) *rlcommon.RateLimitDescriptor {
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: u}
+	return d
+}
+
+// okStatus and overStatus are the expected statuses of a limited
+// descriptor, with a duration until the end of u's window.
+func okStatus(rpu uint32, u unit, remaining uint32) *rlsv3.RateLimitResponse_DescriptorStatus {
+	return limitStatus(&rule{rpu: rpu, unit: u}, rlsv3.RateLimitResponse_OK, remaining)
+}
+
+func overStatus(rpu uint32, u unit) *rlsv3.RateLimitResponse_DescriptorStatus {
+	return limitStatus(&rule{rpu: rpu, unit: u}, rlsv3.RateLimitResponse_OVER_LIMIT, 0)
+}
+
+// answer is the expected answer of the statuses: OVER_LIMIT if one is.
+func answer(statuses ...*rlsv3.RateLimitResponse_DescriptorStatus) *rlsv3.RateLimitResponse {
+	r := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
+	for _, s := range statuses {
+		if s.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			r.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	return r
+}
+
+// step is one request of a scenario and each service's expected answer.
+type step struct {
+	hits      uint32 // the request's hits_addend
+	ds        []*rlcommon.RateLimitDescriptor
+	envoy, rk *rlsv3.RateLimitResponse
+}
+
+// runScenario starts both services on rules and sends the steps to each
+// in turn over gRPC, checking every answer.
+func runScenario(t *testing.T, rules []*rule, steps []step) {
+	t.Helper()
+	domains := map[string][]*rule{}
+	names := twoDomains(t, domains, "named", func() []*rule { return rules })
+	p := startPair(t, domains)
+	inOneWindow(t, names, func(domain string) []string {
+		var problems []string
+		for i, st := range steps {
+			req := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: st.hits, Descriptors: st.ds}
+			for _, s := range p.services() {
+				want := st.envoy
+				if s == p.rk {
+					want = st.rk
+				}
+				c := s.ask(req, false)
+				if c.err != nil {
+					problems = append(problems, fmt.Sprintf("step %d, %s: request %s: %v", i+1, s.name, requestString(req), c.err))
+					continue
+				}
+				if d := compare(c.resp, want, c, 1); d != "" {
+					problems = append(problems, fmt.Sprintf("step %d, %s: request %s:\n\tanswer %s\n\twant   %s\n\t%s",
+						i+1, s.name, requestString(req), responseString(c.resp), responseString(want), d))
+				}
+			}
+		}
+		return problems
+	})
+	p.finish(t)
+}
+
+// TestDeniedRequestTakesNothing: envoy adds a denied request's hits to
+// its counter, so that a later request that would fit is denied too;
+// ratekeeper takes nothing for a denial.
+func TestDeniedRequestTakesNothing(t *testing.T) {
+	rules := []*rule{{key: "user", unit: hour, rpu: 5}}
+	runScenario(t, rules, []step{
+		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
+			envoy: answer(okStatus(5, hour, 2)),
+			rk:    answer(okStatus(5, hour, 2))},
+		// Denied by both; envoy's counter is 6 after it, ratekeeper's 3.
+		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
+			envoy: answer(overStatus(5, hour)),
+			rk:    answer(overStatus(5, hour))},
+		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
+			envoy: answer(overStatus(5, hour)),
+			rk:    answer(okStatus(5, hour, 0))},
+		// A peek (a descriptor's hits_addend of 0): envoy's counter, 8, is
+		// over 5; ratekeeper's is at 5, which is not over.
+		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "a"), 0)},
+			envoy: answer(overStatus(5, hour)),
+			rk:    answer(okStatus(5, hour, 0))},
+	})
+}
+
+// TestDenialTakesNothingFromOtherDescriptors: envoy counts each
+// descriptor of a request on its own, so a request denied by one still
+// takes from the others; ratekeeper takes from none of them.
+func TestDenialTakesNothingFromOtherDescriptors(t *testing.T) {
+	rules := []*rule{
+		{key: "user", unit: hour, rpu: 5},
+		{key: "ip", unit: day, rpu: 1},
+	}
+	runScenario(t, rules, []step{
+		{ds: []*rlcommon.RateLimitDescriptor{desc("ip", "x")},
+			envoy: answer(okStatus(1, day, 0)),
+			rk:    answer(okStatus(1, day, 0))},
+		// Denied by ip: envoy takes 1 from user anyway.
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("ip", "x")},
+			envoy: answer(okStatus(5, hour, 4), overStatus(1, day)),
+			rk:    answer(okStatus(5, hour, 5), overStatus(1, day))},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
+			envoy: answer(okStatus(5, hour, 3)),
+			rk:    answer(okStatus(5, hour, 4))},
+	})
+}
+
+// TestOverrideCountedByItsValue: envoy keys a counter by the descriptor's
+// entries and unit alone, so every limit override of the same entries and
+// unit shares one counter (envoyproxy/ratelimit#1077); ratekeeper counts
+// each override value apart.
+func TestOverrideCountedByItsValue(t *testing.T) {
+	rules := []*rule{{key: "user", unit: hour, rpu: 10}}
+	runScenario(t, rules, steps{
+		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{withOverride(desc("user", "a"), 2, typev3.RateLimitUnit_HOUR)}},
+		{ds: []*rlcommon.RateLimitDescriptor{withOverride(desc("user", "a"), 4, typev3.RateLimitUnit_HOUR)}},
+	}.with(
+		answer(okStatus(2, hour, 0)), answer(okStatus(2, hour, 0)),
+		// envoy's shared counter is at 3 of 4; ratekeeper's own at 1.
+		answer(okStatus(4, hour, 1)), answer(okStatus(4, hour, 3)),
+	))
+}
+
+// steps is a scenario written request by request.
+type steps []step
+
+// with sets the expected answers, envoy's then ratekeeper's for each step.
+func (s steps) with(answers ...*rlsv3.RateLimitResponse) []step {
+	for i := range s {
+		s[i].envoy, s[i].rk = answers[2*i], answers[2*i+1]
+	}
+	return s
+}
+
+// TestUnknownDomain: a domain with no configuration limits nothing: OK,
+// and no current_limit, for every descriptor, even one with an override.
+func TestUnknownDomain(t *testing.T) {
+	domains := map[string][]*rule{domainName("known"): {{key: "user", unit: hour, rpu: 1}}}
+	p := startPair(t, domains)
+	req := &rlsv3.RateLimitRequest{Domain: domainName("unknown"), HitsAddend: 5, Descriptors: []*rlcommon.RateLimitDescriptor{
+		desc("user", "a"),
+		withOverride(desc("user", "b"), 1, typev3.RateLimitUnit_HOUR),
+	}}
+	none := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	want := answer(none, none)
+	for _, overHTTP := range []bool{false, true} {
+		var calls []call
+		for _, s := range p.services() {
+			c := s.ask(req, overHTTP)
+			if c.err != nil || c.transportIssue != "" {
+				t.Fatalf("%s (HTTP %v): %v %s", s.name, overHTTP, c.err, c.transportIssue)
+			}
+			if d := compare(c.resp, want, c, 1); d != "" {
+				t.Errorf("%s (HTTP %v): answer %s: %s", s.name, overHTTP, responseString(c.resp), d)
+			}
+			calls = append(calls, c)
+		}
+		if len(calls) == 2 {
+			if d := compareReplies(calls[0], calls[1]); d != "" {
+				t.Errorf("HTTP %v: ratekeeper's answer differs from envoy's: %s", overHTTP, d)
+			}
+		}
+	}
+	p.finish(t)
+}
+
+// TestEmptyRequest: a request without descriptors, or without a domain, is
+// an error over gRPC and HTTP 400 from POST /json.
+func TestEmptyRequest(t *testing.T) {
+	domain := domainName("empty")
+	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
+	for _, req := range []*rlsv3.RateLimitRequest{
+		{Domain: domain},
+		{Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+	} {
+		for _, s := range p.services() {
+			c := s.ask(req, false)
+			if c.err == nil {
+				t.Errorf("%s: request %s: answer %s, want an error", s.name, requestString(req), responseString(c.resp))
+			} else {
+				t.Logf("%s: request %s: gRPC %v", s.name, requestString(req), status.Convert(c.err))
+			}
+			c = s.ask(req, true)
+			if c.err == nil || c.httpStatus != http.StatusBadRequest {
+				t.Errorf("%s: POST /json %s: HTTP %d (%v), want 400", s.name, requestString(req), c.httpStatus, c.err)
+			}
+		}
+	}
+	p.finish(t)
+}
+
+// TestMalformedJSON: POST /json answers 400 to a body that is not a
+// request, including one with a field the request does not have.
+func TestMalformedJSON(t *testing.T) {
+	domain := domainName("json")
+	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
+	for _, body := range []string{
+		``,
+		`not json`,
+		`{"domain":`,
+		`{"domain": 1}`,
+		`{"domain": "` + domain + `", "descriptors": [{"entries": [{"key": 1}]}]}`,
+		`{"domain": "` + domain + `", "descriptors": [{"entries": [{"key": "user", "value": "a"}]}], "unknown_field": 1}`,
+		`[]`,
+	} {
+		for _, s := range p.services() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			code, out, err := s.post(ctx, "/json", []byte(body))
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: POST /json %q: %v", s.name, body, err)
+			}
+			if code != http.StatusBadRequest {
+				t.Errorf("%s: POST /json %q: HTTP %d %q, want 400", s.name, body, code, out)
+			}
+		}
+	}
+	p.finish(t)
+}
+
+// TestHealthcheck: GET /healthcheck answers 200 "OK" while serving.
+func TestHealthcheck(t *testing.T) {
+	domain := domainName("health")
+	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
+	for _, s := range p.services() {
+		resp, err := http.Get(s.addrs.URL("/healthcheck"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || string(body) != "OK" {
+			t.Errorf("%s: GET /healthcheck: HTTP %d %q, want 200 \"OK\"", s.name, resp.StatusCode, body)
+		}
+	}
+	p.finish(t)
+}
+
+// TestHitsAddendMeanings: a request's hits_addend of 0 means 1; a
+// descriptor's own hits_addend overrides it, and its 0 takes nothing. Both
+// services agree.
+func TestHitsAddendMeanings(t *testing.T) {
+	rules := []*rule{{key: "user", unit: hour, rpu: 3}, {key: "unlimited", unlimited: true}}
+	unlimited := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	runScenario(t, rules, steps{
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+		{hits: 5, ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "a"), 0), withHits(desc("user", "b"), 2)}},
+		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("unlimited", "x")}},
+		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "a"), 0)}},
+		{hits: 0, ds: []*rlcommon.RateLimitDescriptor{desc("user", "b")}},
+	}.with(
+		answer(okStatus(3, hour, 2)), answer(okStatus(3, hour, 2)),
+		answer(okStatus(3, hour, 2), okStatus(3, hour, 1)), answer(okStatus(3, hour, 2), okStatus(3, hour, 1)),
+		answer(okStatus(3, hour, 0), unlimited), answer(okStatus(3, hour, 0), unlimited),
+		answer(okStatus(3, hour, 0)), answer(okStatus(3, hour, 0)),
+		answer(okStatus(3, hour, 0)), answer(okStatus(3, hour, 0)),
+	))
+}
