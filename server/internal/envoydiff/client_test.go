@@ -47,15 +47,15 @@ type pair struct {
 }
 
 // startPair starts both services with the configuration of each domain
-// (one file per domain).
-func startPair(t *testing.T, domains map[string][]*rule) *pair {
+// (one file per domain); envoyEnv adds to envoy's settings.
+func startPair(t *testing.T, domains map[string][]*rule, envoyEnv ...string) *pair {
 	t.Helper()
 	addr := envoytest.RedisAddr(t)
 	files := map[string]string{}
 	for name, rules := range domains {
 		files[name+".yaml"] = yamlConfig(name, rules)
 	}
-	p := &pair{envoy: dial(t, "envoy", envoytest.StartEnvoy(t, addr, files))}
+	p := &pair{envoy: dial(t, "envoy", envoytest.StartEnvoy(t, addr, files, envoyEnv...))}
 	if envoytest.HasRatekeeper(t) {
 		p.rk = dial(t, "ratekeeper", envoytest.StartRatekeeper(t, "redis://"+addr+"/0", files))
 	}

@@ -65,13 +65,14 @@ type step struct {
 	envoy, rk *rlsv3.RateLimitResponse
 }
 
-// runScenario starts both services on rules and sends the steps to each
-// in turn over gRPC, checking every answer.
-func runScenario(t *testing.T, rules []*rule, steps []step) {
+// runScenario starts both services on rules, envoy with envoyEnv added to
+// its settings, and sends the steps to each in turn over gRPC, checking
+// every answer.
+func runScenario(t *testing.T, rules []*rule, steps []step, envoyEnv ...string) {
 	t.Helper()
 	domains := map[string][]*rule{}
 	names := twoDomains(t, domains, "named", func() []*rule { return rules })
-	p := startPair(t, domains)
+	p := startPair(t, domains, envoyEnv...)
 	inOneWindow(t, names, func(domain string) []string {
 		var problems []string
 		for i, st := range steps {
@@ -141,6 +142,35 @@ func TestDenialTakesNothingFromOtherDescriptors(t *testing.T) {
 			envoy: answer(okStatus(5, hour, 3)),
 			rk:    answer(okStatus(5, hour, 4))},
 	})
+}
+
+// TestEnvoyStopIncrementStillCountsDenials: envoy's
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT spares the other descriptors of
+// a denied request, but still adds the hits of the descriptor that denies
+// it (src/redis/fixed_cache_impl.go, getHitsAddend), so a denial still
+// counts against a later request that would fit.
+func TestEnvoyStopIncrementStillCountsDenials(t *testing.T) {
+	rules := []*rule{
+		{key: "user", unit: hour, rpu: 5},
+		{key: "ip", unit: day, rpu: 1},
+	}
+	runScenario(t, rules, steps{
+		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("ip", "x")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "b"), desc("ip", "x")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "b")}},
+	}.with(
+		answer(okStatus(5, hour, 2)), answer(okStatus(5, hour, 2)),
+		answer(overStatus(5, hour)), answer(overStatus(5, hour)),
+		// envoy's counter is at 6 after the denial: 8 now.
+		answer(overStatus(5, hour)), answer(okStatus(5, hour, 0)),
+		answer(okStatus(1, day, 0)), answer(okStatus(1, day, 0)),
+		// Here the flag works: user b is not counted.
+		answer(okStatus(5, hour, 5), overStatus(1, day)), answer(okStatus(5, hour, 5), overStatus(1, day)),
+		answer(okStatus(5, hour, 4)), answer(okStatus(5, hour, 4)),
+	), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")
 }
 
 // TestOverrideCountedByItsValue: envoy keys a counter by the descriptor's

@@ -100,7 +100,7 @@ func Run(m *testing.M) int {
 		os.RemoveAll(*dir)
 	}
 	if n := skipped.Load(); n > 0 {
-		fmt.Fprintf(noticeWriter(), "%s: %d tests comparing with envoyproxy/ratelimit skipped; run `make test` to run them\n",
+		fmt.Fprintf(noticeWriter(), "%s: %d tests comparing with envoyproxy/ratelimit skipped; go test -v says why\n",
 			packagePath(), n)
 	}
 	return code
