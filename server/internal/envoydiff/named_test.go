@@ -200,6 +200,142 @@ func (s steps) with(answers ...*rlsv3.RateLimitResponse) []step {
 	return s
 }
 
+// same sets the expected answer of each step, the same for both services.
+func (s steps) same(answers ...*rlsv3.RateLimitResponse) []step {
+	for i := range s {
+		s[i].envoy, s[i].rk = answers[i], answers[i]
+	}
+	return s
+}
+
+// noLimit is the status of a descriptor that no rule limits.
+var noLimit = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+
+// named returns st with the rule's name in its current_limit.
+func named(st *rlsv3.RateLimitResponse_DescriptorStatus, name string) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st.CurrentLimit.Name = name
+	return st
+}
+
+// TestMatching: nested descriptors, an exact value beside the key alone,
+// wildcards and a rule with a limit of its own and a nested one match as
+// in envoy, and a key-only or wildcard rule counts each value apart.
+func TestMatching(t *testing.T) {
+	rules := []*rule{
+		{key: "team", children: []*rule{{key: "user", unit: hour, rpu: 3}}},
+		{key: "team", value: "red", children: []*rule{{key: "ip", unit: day, rpu: 2}}},
+		{key: "path", value: "/api/*", unit: day, rpu: 4},
+		{key: "region", unit: day, rpu: 6, children: []*rule{{key: "zone", value: "a", unit: hour, rpu: 2}}},
+	}
+	one := func(kv ...string) []*rlcommon.RateLimitDescriptor {
+		return []*rlcommon.RateLimitDescriptor{desc(kv...)}
+	}
+	runScenario(t, rules, steps{
+		{ds: one("team", "t1", "user", "u")},
+		{ds: one("team", "t2", "user", "u")},
+		// team_red matches exactly, and has no user below it.
+		{ds: one("team", "red", "user", "u")},
+		{ds: one("team", "red", "ip", "1")},
+		{ds: one("team", "t1")},
+		{ds: one("team", "t1", "user", "u", "extra", "x")},
+		{ds: one("path", "/api/x")},
+		{ds: one("path", "/api/y")},
+		{ds: one("path", "/apix")},
+		{ds: one("region", "eu")},
+		{ds: one("region", "eu", "zone", "a")},
+		{ds: one("region", "us", "zone", "a")},
+		{ds: one("region", "eu", "zone", "b")},
+	}.same(
+		answer(okStatus(3, hour, 2)),
+		answer(okStatus(3, hour, 2)),
+		answer(noLimit),
+		answer(okStatus(2, day, 1)),
+		answer(noLimit),
+		answer(noLimit),
+		answer(okStatus(4, day, 3)),
+		answer(okStatus(4, day, 3)),
+		answer(noLimit),
+		answer(okStatus(6, day, 5)),
+		answer(okStatus(2, hour, 1)),
+		answer(okStatus(2, hour, 1)),
+		answer(noLimit),
+	))
+}
+
+// TestReplaces: a matched rule that replaces a named one drops it from
+// the request, which then neither limits nor counts.
+func TestReplaces(t *testing.T) {
+	rules := []*rule{
+		{key: "tenant", unit: hour, rpu: 4, name: "tenant"},
+		{key: "burst", unit: hour, rpu: 6, replaces: []string{"tenant"}},
+	}
+	runScenario(t, rules, steps{
+		{ds: []*rlcommon.RateLimitDescriptor{desc("tenant", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("tenant", "a"), desc("burst", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("tenant", "a")}},
+	}.same(
+		answer(named(okStatus(4, hour, 3), "tenant")),
+		answer(noLimit, okStatus(6, hour, 5)),
+		answer(named(okStatus(4, hour, 2), "tenant")),
+	))
+}
+
+// TestShadowMode: a shadow_mode rule answers OK with its limit when over
+// it, and its descriptor never denies the request.
+func TestShadowMode(t *testing.T) {
+	rules := []*rule{
+		{key: "trial", unit: hour, rpu: 2, shadow: true, name: "trial"},
+		{key: "user", unit: hour, rpu: 1},
+	}
+	shadowOver := func() *rlsv3.RateLimitResponse_DescriptorStatus {
+		st := named(overStatus(2, hour), "trial")
+		st.Code = rlsv3.RateLimitResponse_OK
+		return st
+	}
+	runScenario(t, rules, steps{
+		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("trial", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("trial", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("trial", "a"), desc("user", "u")}},
+		// Denied by user; the shadow rule is decided apart, and counts.
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "u"), desc("trial", "b")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("trial", "b")}},
+	}.same(
+		answer(named(okStatus(2, hour, 0), "trial")),
+		answer(shadowOver()),
+		answer(shadowOver(), okStatus(1, hour, 0)),
+		answer(overStatus(1, hour), named(okStatus(2, hour, 1), "trial")),
+		answer(named(okStatus(2, hour, 0), "trial")),
+	))
+}
+
+// TestZeroLimit: requests_per_unit 0 denies every hit; a peek (hits 0)
+// at it is OK with nothing remaining.
+func TestZeroLimit(t *testing.T) {
+	rules := []*rule{{key: "blocked", unit: hour, rpu: 0}}
+	runScenario(t, rules, steps{
+		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("blocked", "a"), 0)}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("blocked", "b")}},
+		{hits: 5, ds: []*rlcommon.RateLimitDescriptor{desc("blocked", "c")}},
+	}.same(
+		answer(okStatus(0, hour, 0)),
+		answer(overStatus(0, hour)),
+		answer(overStatus(0, hour)),
+	))
+}
+
+// TestDuplicateDescriptors: the same descriptor twice in one request
+// counts twice, in order.
+func TestDuplicateDescriptors(t *testing.T) {
+	rules := []*rule{{key: "user", unit: hour, rpu: 3}}
+	runScenario(t, rules, steps{
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("user", "a")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+	}.same(
+		answer(okStatus(3, hour, 2), okStatus(3, hour, 1)),
+		answer(okStatus(3, hour, 0)),
+	))
+}
+
 // TestUnknownDomain: a domain with no configuration limits nothing: OK,
 // and no current_limit, for every descriptor, even one with an override.
 func TestUnknownDomain(t *testing.T) {
@@ -314,12 +450,16 @@ func TestHitsAddendMeanings(t *testing.T) {
 	rules := []*rule{{key: "user", unit: hour, rpu: 3}, {key: "unlimited", unlimited: true}}
 	unlimited := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	runScenario(t, rules, steps{
+		// A peek at a counter never used: the full limit, and the time to
+		// the end of the window.
+		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "c"), 0)}},
 		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
 		{hits: 5, ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "a"), 0), withHits(desc("user", "b"), 2)}},
 		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("unlimited", "x")}},
 		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("user", "a"), 0)}},
 		{hits: 0, ds: []*rlcommon.RateLimitDescriptor{desc("user", "b")}},
 	}.with(
+		answer(okStatus(3, hour, 3)), answer(okStatus(3, hour, 3)),
 		answer(okStatus(3, hour, 2)), answer(okStatus(3, hour, 2)),
 		answer(okStatus(3, hour, 2), okStatus(3, hour, 1)), answer(okStatus(3, hour, 2), okStatus(3, hour, 1)),
 		answer(okStatus(3, hour, 0), unlimited), answer(okStatus(3, hour, 0), unlimited),

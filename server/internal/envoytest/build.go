@@ -17,9 +17,10 @@ import (
 	"time"
 )
 
-// buildTimeout bounds one build of envoy's service (about 40 s here, more
-// when the module proxy is slow).
-const buildTimeout = 10 * time.Minute
+// buildTimeout bounds one build: envoy's service takes from 40 s (its
+// modules downloaded) to several minutes (nothing cached, on a busy
+// machine).
+const buildTimeout = 15 * time.Minute
 
 var (
 	envoyOnce sync.Once
