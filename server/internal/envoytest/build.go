@@ -22,6 +22,19 @@ import (
 // machine).
 const buildTimeout = 15 * time.Minute
 
+// buildTime returns how long a build may take: buildTimeout, or less if
+// the test binary's -timeout comes first, leaving time to report the
+// failure rather than panic.
+func buildTime(t testing.TB) time.Duration {
+	d := buildTimeout
+	if tt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := tt.Deadline(); ok {
+			d = min(d, time.Until(deadline)-30*time.Second)
+		}
+	}
+	return max(d, time.Second)
+}
+
 var (
 	envoyOnce sync.Once
 	envoyPath string
@@ -38,7 +51,7 @@ var (
 // build fails otherwise.
 func Binary(t testing.TB) string {
 	t.Helper()
-	envoyOnce.Do(func() { envoyPath, envoySkip, envoyErr = buildEnvoy() })
+	envoyOnce.Do(func() { envoyPath, envoySkip, envoyErr = buildEnvoy(buildTime(t)) })
 	if envoyErr != nil {
 		if envoySkip {
 			skip(t, "envoyproxy/ratelimit cannot be built, the module proxy is unreachable: "+envoyErr.Error())
@@ -50,7 +63,7 @@ func Binary(t testing.TB) string {
 
 // buildEnvoy returns the cached binary or builds it. unreachable says
 // that err came from the network.
-func buildEnvoy() (path string, unreachable bool, err error) {
+func buildEnvoy(timeout time.Duration) (path string, unreachable bool, err error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", false, fmt.Errorf("%s: %w", EnvBinary, err)
@@ -80,7 +93,7 @@ func buildEnvoy() (path string, unreachable bool, err error) {
 		return "", false, err
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goCmd, "install", EnvoyModule+"/src/service_cmd@"+EnvoyVersion)
 	// Outside any module or workspace, so that this module's requirements
@@ -147,7 +160,7 @@ func HasRatekeeper(t testing.TB) bool {
 // it. It skips t only while the command's directory does not exist.
 func serverBinary(t testing.TB) string {
 	t.Helper()
-	serverOnce.Do(func() { serverPath, serverMissing, serverErr = buildServer() })
+	serverOnce.Do(func() { serverPath, serverMissing, serverErr = buildServer(buildTime(t)) })
 	if serverMissing {
 		skipped.Add(1)
 		t.Skip("ratekeeper-server is not written yet: " + serverErr.Error())
@@ -160,7 +173,7 @@ func serverBinary(t testing.TB) string {
 
 // buildServer builds cmd/ratekeeper-server into a temporary directory.
 // missing says that the command's directory does not exist.
-func buildServer() (path string, missing bool, err error) {
+func buildServer(timeout time.Duration) (path string, missing bool, err error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", false, err
@@ -179,7 +192,7 @@ func buildServer() (path string, missing bool, err error) {
 	if raceEnabled() {
 		args = append(args, "-race")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/ratekeeper-server")...)
 	cmd.Dir = root
