@@ -4,7 +4,7 @@
 # with the oldest Go release go.mod allows.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint e2e demo fuzz bench soak min-go
+.PHONY: test check lint e2e demo server fuzz bench soak min-go
 
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
@@ -12,6 +12,7 @@ test:
 check: lint
 	go test -race -count=1 -timeout 20m ./...
 	cd metrics && go test -race -count=1 ./...
+	cd server && go test -race -count=1 -timeout 10m ./...
 	cd bench && go test -count=1 ./...
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory min-go
@@ -22,6 +23,7 @@ lint:
 	go run $(STATICCHECK) ./...
 	cd e2e && go vet ./... && go run $(STATICCHECK) ./...
 	cd metrics && go vet ./... && go run $(STATICCHECK) ./...
+	cd server && go vet ./... && go run $(STATICCHECK) ./...
 
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
@@ -38,6 +40,13 @@ e2e:
 # make demo ARGS='-addr :9090'.
 demo:
 	go run ./cmd/ratekeeper-demo $(ARGS)
+
+# The rate limit service on gRPC :8081 and HTTP :8080, on the example
+# configuration server/examples/config.yaml: Redis from REDIS_URL, else
+# limits kept in process. Its flags go in ARGS, as in
+# make server ARGS='-redis redis://localhost:6379 -shadow'.
+server:
+	go run ./server/cmd/ratekeeper-server -config server/examples/config.yaml $(ARGS)
 
 # The root module vetted with the Go release its go.mod names as the
 # minimum, when the module proxy serves that toolchain (skipped otherwise).

@@ -6,27 +6,50 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// FixedWindow allows Limit requests per Window, the window starting at a
-// key's first request (as an INCR with an expiry does). It is the simplest
-// and cheapest to reason about, but a client may pass almost 2×Limit
-// within a short span: the rest of one window's Limit at its end, and
-// Limit at the start of the next. Denied requests do not count.
+// FixedWindow allows Limit requests per Window. By default a key's window
+// starts at its first request (as an INCR with an expiry does); with
+// Aligned, windows start at whole multiples of Window since the Unix epoch,
+// the same for every key (as an INCR on a key named after the time bucket
+// does, and envoyproxy/ratelimit): a one-minute window runs from one
+// minute's :00 to the next's, and a key's first request at :59.5 has half
+// a second of it left. It is the simplest and cheapest to reason about,
+// but a client may pass almost 2×Limit within a short span: the rest of
+// one window's Limit at its end, and Limit at the start of the next.
+// Denied requests do not count.
 type FixedWindow struct {
 	// Limit is the number of requests allowed per window. 1 to MaxLimit.
 	Limit int64
 	// Window is the length of a window, in whole microseconds.
 	Window time.Duration
+	// Aligned starts windows at multiples of Window since the Unix epoch,
+	// rather than at a key's first request. An aligned and an unaligned
+	// window never share a key's state, whatever their names.
+	Aligned bool
 }
 
 func init() {
 	driver.Register(driver.AlgorithmFixedWindow, driver.Algorithm{
-		Check: checkWindow, Step: stepFixedWindow, Short: "fw"})
+		Check: checkFixedWindow, Step: stepFixedWindow, Short: "fw", Variant: fixedWindowVariant})
 }
 
 // Spec validates the policy and returns its integer form: Params holds
-// Limit as Capacity and Window as Interval, in microseconds.
+// Limit as Capacity, Window as Interval, in microseconds, and Aligned as
+// Rate: 1 if aligned, else 0.
 func (p FixedWindow) Spec() (driver.Spec, error) {
-	return windowSpec(driver.AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, p.Window, checkWindow)
+	s, err := windowSpec(driver.AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, p.Window, checkFixedWindow)
+	if err == nil && p.Aligned {
+		s.Params.Rate = 1
+	}
+	return s, err
+}
+
+// fixedWindowVariant keeps aligned windows' state apart from the others':
+// a count of one kind of window means nothing to the other.
+func fixedWindowVariant(p driver.Params) string {
+	if p.Rate == 1 {
+		return "a"
+	}
+	return ""
 }
 
 // windowSpec builds the Spec of a window policy.
@@ -47,6 +70,17 @@ func windowSpec(algorithm, policy string, maxLimit, limit int64, window time.Dur
 	}, check)
 }
 
+// checkFixedWindow checks the Spec of a fixed window, whose Rate holds its
+// alignment, and returns its Window.
+func checkFixedWindow(s *driver.Spec) (int64, error) {
+	if s.Params.Rate != 0 && s.Params.Rate != 1 {
+		return 0, policyError(s.Algorithm, "", "alignment parameter %d is neither 0 nor 1", s.Params.Rate)
+	}
+	plain := *s
+	plain.Params.Rate = 0
+	return checkWindow(&plain)
+}
+
 // checkWindow checks the Spec of a window policy and returns its Window.
 func checkWindow(s *driver.Spec) (int64, error) {
 	if s.Params.Capacity != s.Limit || s.Params.Rate != 0 || s.Params.Cost != 0 {
@@ -56,10 +90,14 @@ func checkWindow(s *driver.Spec) (int64, error) {
 }
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
-// State: v[0] the count, v[1] the start of the window.
+// State: v[0] the count, v[1] the start of the window. Params.Rate is 1
+// for windows aligned to the epoch.
 func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcome {
-	limit, window := p.Capacity, p.Interval
+	limit, aligned, window := p.Capacity, p.Rate, p.Interval
 	count, start := int64(0), now
+	if aligned == 1 {
+		start = now - now%window
+	}
 	if st.Live && now < st.V[1]+window { // or the clock is behind its start
 		count, start = st.V[0], st.V[1]
 	}

@@ -51,6 +51,15 @@ func checkSlidingWindowLog(s *driver.Spec) (int64, error) {
 // newest, not the ones between.
 type logEntry struct{ at, start, cost int64 }
 
+// logEntries is a log, kept in State.More as a *logEntries.
+type logEntries []logEntry
+
+// Clone copies the log, for driver.State.Clone.
+func (l *logEntries) Clone() any {
+	c := append(logEntries(nil), *l...)
+	return &c
+}
+
 // logSpan is the modulus of the starts: far above any cost in a window,
 // and low enough that start plus cost stays exact in a double.
 const logSpan = 1_000_000_000_000_000
@@ -66,12 +75,12 @@ func logUpTo(first, e logEntry) int64 {
 
 // stepSlidingWindowLog is the model that redisstore's
 // sliding_window_log.lua keeps. State: the entries of admitted requests,
-// in time order, in st.More as a *[]logEntry; an entry admitted at t
+// in time order, in st.More as a *logEntries; an entry admitted at t
 // counts until t + Window.
 func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) outcome {
 	limit, window := p.Capacity, p.Interval
 	var log []logEntry
-	logp, _ := st.More.(*[]logEntry)
+	logp, _ := st.More.(*logEntries)
 	if st.Live && logp != nil {
 		log = *logp
 	}
@@ -97,7 +106,7 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) o
 	allowed := used+need <= limit
 	if allowed && take {
 		if logp == nil {
-			logp = new([]logEntry)
+			logp = new(logEntries)
 			st.More = logp
 		}
 		if last := len(log) - 1; last >= 0 && log[last].at >= now {

@@ -19,6 +19,7 @@ func TestStepOneMatchesStep(t *testing.T) {
 		ratekeeper.TokenBucket{Capacity: 5, RefillRate: 0.5, RefillInterval: 300 * time.Millisecond},
 		ratekeeper.GCRA{Rate: 4, Period: time.Second, Burst: 3},
 		ratekeeper.FixedWindow{Limit: 5, Window: time.Second},
+		ratekeeper.FixedWindow{Limit: 5, Window: time.Second, Aligned: true},
 		ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second},
 		ratekeeper.SlidingWindowCounter{Limit: 5, Window: time.Second},
 		ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 3.5},

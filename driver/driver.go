@@ -77,7 +77,10 @@ type Params struct {
 	// leaky bucket's level.
 	Capacity int64
 	// Rate is what time adds back: a token bucket's millionths per
-	// refill, a leaky bucket's drain per microsecond.
+	// refill, a leaky bucket's drain per microsecond. A fixed window,
+	// which nothing refills, holds its alignment here: 1 for windows
+	// aligned to the Unix epoch, 0 for windows opened by a key's first
+	// request.
 	Rate int64
 	// Interval is a time in microseconds: a token bucket's refill
 	// interval, a GCRA's emission interval, a window's length.
@@ -142,6 +145,13 @@ type Algorithm struct {
 	Step func(p Params, st *State, now, n int64, take bool) Outcome
 	// Short is a short form of the name, for stores' keys: "tb".
 	Short string
+	// Variant, if set, names the variant of the algorithm that a Spec's
+	// Params select, when two variants must not share a key's state (a
+	// fixed window aligned to the epoch, and one that opens at a key's
+	// first request, count different windows): "" for the algorithm's
+	// plain form, else a suffix of Short, such as "a". It is part of the
+	// spec's StateID and of its Short.
+	Variant func(p Params) string
 }
 
 var (
@@ -229,4 +239,47 @@ func CheckName(name string) string {
 		}
 	}
 	return ""
+}
+
+// Request is one key's part of a multi-key decision (see a store's DecideAll).
+type Request struct {
+	Key  string
+	Spec *ValidSpec // may be an All spec
+	N    int64      // 0 peeks this key, and never denies the others
+}
+
+// Bounds of a multi-key decision, which one script call makes: about as
+// long as a batch of the pipeliner's.
+const (
+	// MaxRequests is the most requests one DecideAll takes.
+	MaxRequests = 64
+	// MaxRequestPolicies is the most policies over all the requests of one
+	// DecideAll, an All counting each of its parts.
+	MaxRequestPolicies = 128
+)
+
+// ErrTooManyRequests is matched by the error of a DecideAll over more
+// than MaxRequests requests, or MaxRequestPolicies policies.
+var ErrTooManyRequests = errors.New("ratekeeper: too many requests in one decision")
+
+// CheckRequests checks a multi-key decision for a store: at most
+// MaxRequests requests, each of which passes check (the store's checks of
+// its key, spec and cost, which must reject a spec that is not Valid), and
+// at most MaxRequestPolicies policies in all. An error of check comes back
+// with the request's index; one of the bounds wraps ErrTooManyRequests.
+func CheckRequests(reqs []Request, check func(Request) error) error {
+	if len(reqs) > MaxRequests {
+		return fmt.Errorf("%w: %d requests, at most %d", ErrTooManyRequests, len(reqs), MaxRequests)
+	}
+	policies := 0
+	for i, r := range reqs {
+		if err := check(r); err != nil {
+			return fmt.Errorf("%w (request %d)", err, i)
+		}
+		policies += max(r.Spec.NumParts(), 1)
+	}
+	if policies > MaxRequestPolicies {
+		return fmt.Errorf("%w: %d policies over %d requests, at most %d", ErrTooManyRequests, policies, len(reqs), MaxRequestPolicies)
+	}
+	return nil
 }

@@ -62,8 +62,12 @@ func (v *ValidSpec) init(s Spec) error {
 		return specError(&s, "Window", "%v does not match its parameters (%v)", s.Window, w)
 	}
 	s.Window = w
-	*v = ValidSpec{spec: s, alg: alg, short: alg.Short}
-	v.id = StateID{unique.Make(stateName{s.Algorithm, v.StateName()})}
+	short := alg.Short
+	if alg.Variant != nil {
+		short += alg.Variant(s.Params)
+	}
+	*v = ValidSpec{spec: s, alg: alg, short: short}
+	v.id = StateID{unique.Make(stateName{s.Algorithm, short, v.StateName()})}
 	return nil
 }
 
@@ -124,8 +128,8 @@ func (v *ValidSpec) MaxCost() int64 { return v.spec.MaxCost }
 // Params returns the algorithm's parameters.
 func (v *ValidSpec) Params() Params { return v.spec.Params }
 
-// Short returns the short form of the algorithm's name, for keys ("" for
-// an All).
+// Short returns the short form of the algorithm's name, and of its
+// variant if any (see Algorithm.Variant), for keys ("" for an All).
 func (v *ValidSpec) Short() string { return v.short }
 
 // IsAll reports whether the spec combines others (see Parts).
@@ -149,7 +153,8 @@ func (v *ValidSpec) Spec() Spec {
 
 // StateName is the name under which stores keep a key's state for the
 // spec: its Name, or "" when that is its algorithm's own. Limiters whose
-// policies share an algorithm and a StateName share the state of a key.
+// policies share an algorithm, its variant and a StateName share the state
+// of a key.
 func (v *ValidSpec) StateName() string {
 	if v.spec.Name == v.spec.Algorithm {
 		return ""
@@ -181,12 +186,13 @@ func (v *ValidSpec) Key() SpecKey {
 // ValidSpec, or nil, reports an error rather than run it.
 func (v *ValidSpec) Valid() bool { return v != nil && (v.alg != nil || len(v.parts) > 0) }
 
-// A StateID identifies the state a key keeps under a spec: its algorithm
-// and StateName. Specs of equal StateIDs share a key's state. Comparing
+// A StateID identifies the state a key keeps under a spec: its algorithm,
+// its variant (see Algorithm.Variant) and StateName. Specs of equal
+// StateIDs share a key's state. Comparing
 // two compares two pointers; the zero StateID is no spec's.
 type StateID struct{ h unique.Handle[stateName] }
 
-type stateName struct{ algorithm, name string }
+type stateName struct{ algorithm, short, name string }
 
 // StateID returns the spec's StateID.
 func (v *ValidSpec) StateID() StateID { return v.id }

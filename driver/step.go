@@ -9,10 +9,27 @@ type State struct {
 	// V holds the algorithm's integers.
 	V [3]int64
 	// More is whatever else the model keeps, of its own type, such as a
-	// sliding window log's entries.
+	// sliding window log's entries. A More that a Step changes in place
+	// has a method Clone() any, which returns a copy for Clone.
 	More any
 
 	parts []State // an All's, one per part
+}
+
+// Clone returns a copy of st that shares nothing a Step changes, for a
+// store that decides on a copy and keeps it only if it chooses to.
+func (st *State) Clone() State {
+	c := *st
+	if m, ok := st.More.(interface{ Clone() any }); ok {
+		c.More = m.Clone()
+	}
+	if st.parts != nil {
+		c.parts = make([]State, len(st.parts))
+		for i := range st.parts {
+			c.parts[i] = st.parts[i].Clone()
+		}
+	}
+	return c
 }
 
 // Outcome is a decision in a spec's integer units: Remaining in
@@ -67,6 +84,17 @@ func (v *ValidSpec) StepOne(st *State, now, n int64) Outcome {
 		return Outcome{}
 	}
 	return v.alg.Step(v.spec.Params, st, now, n, n > 0)
+}
+
+// Decide is StepOne with the choice to consume: without take, it decides
+// a request of cost n (0 answers for 1) and consumes nothing, reporting
+// the state as it is; with take, it is StepOne. It returns the zero
+// Outcome for an All.
+func (v *ValidSpec) Decide(st *State, now, n int64, take bool) Outcome {
+	if v.alg == nil {
+		return Outcome{}
+	}
+	return v.alg.Step(v.spec.Params, st, now, n, take && n > 0)
 }
 
 // StepAll is Step for an All spec whose parts' states are kept apart, as

@@ -74,15 +74,16 @@ func (s *Store) evict(now int64) {
 	expires := victim.exactExpires()
 	// Only a key whose lower bound comes before that can be sooner: few
 	// need their lock taken. Holding two entry locks cannot deadlock:
-	// evictions take turns under s.mu, and decisions hold only one.
+	// evictions take turns under s.mu, decisions never wait for s.mu while
+	// they hold an entry's lock, and a key locked by another (a DecideAll
+	// may hold several) is in use, so it is skipped rather than waited for.
 	for _, e := range sample {
 		if expires <= now {
 			break // expired: no need to look further
 		}
-		if e == victim || e.soonest >= expires {
+		if e == victim || e.soonest >= expires || !e.mu.TryLock() {
 			continue
 		}
-		e.mu.Lock()
 		if x := e.exactExpires(); x < expires {
 			victim.mu.Unlock()
 			victim, expires = e, x

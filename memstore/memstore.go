@@ -5,11 +5,13 @@
 // Keys live in a sync.Map, which decisions read without locking. Each key
 // has its own lock, over the states of every policy it is used under, so
 // a decision on a key that exists takes no lock but that key's, and an
-// All decides for all its policies at once under it. Keys come and go
-// under one lock for the whole store, which keeps their number within
-// its bound (see WithMaxKeys). A key expires once all its states are full
-// again (nothing is lost: a fresh key decides the same), and a background
-// sweep frees the memory of expired keys.
+// All decides for all its policies at once under it. DecideAll decides
+// on several keys at once under all their locks, taken in the order of
+// the keys. Keys come and go under one lock for the whole store, which
+// keeps their number within its bound (see WithMaxKeys). A key expires
+// once all its states are full again (nothing is lost: a fresh key
+// decides the same), and a background sweep frees the memory of expired
+// keys.
 package memstore
 
 import (
@@ -150,13 +152,8 @@ func (s *Store) load(key string) *entry {
 // to spec.MaxCost, which a Limiter never passes on, is an error wrapping
 // ratekeeper.ErrInvalidCost.
 func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
-	if !spec.Valid() {
-		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
-	}
-	if n < 0 || n > spec.MaxCost() {
-		// The models assume this range: out of it they may panic, or
-		// admit more than the limit.
-		return ratekeeper.Result{}, fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost())
+	if err := checkInput(spec, n); err != nil {
+		return ratekeeper.Result{}, err
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
 	if err := driver.CheckTime(now); err != nil {
@@ -177,6 +174,20 @@ func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n 
 		e.mu.Unlock()
 	}
 	return s.decide(key, spec, now, n), nil
+}
+
+// checkInput rejects a spec not made by driver.Validate, and a cost
+// outside 0 to its MaxCost, which a Limiter never passes on.
+func checkInput(spec *driver.ValidSpec, n int64) error {
+	if !spec.Valid() {
+		return fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
+	}
+	if n < 0 || n > spec.MaxCost() {
+		// The models assume this range: out of it they may panic, or
+		// admit more than the limit.
+		return fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost())
+	}
+	return nil
 }
 
 // decide is Decide for the other cases: a new key, a key new to the

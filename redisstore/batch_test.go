@@ -68,7 +68,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 				if g := groupCalls(calls, true); len(g) != 1 {
 					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
 				}
-				runBatch(client, calls, true)
+				runBatch(context.Background(), client, calls, true)
 				for i, c := range calls {
 					want[i].run(context.Background(), client)
 					if c.err != nil || want[i].err != nil {
@@ -105,7 +105,7 @@ func TestBatchOnServerClock(t *testing.T) {
 	for range 5 {
 		calls = append(calls, newCall(t, s, spec, "k", 1, time.Time{}))
 	}
-	runBatch(client, calls, true)
+	runBatch(context.Background(), client, calls, true)
 	for i, c := range calls {
 		res, err := parseReply(spec, c.reply)
 		if c.err != nil || err != nil {
@@ -134,7 +134,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 	for _, key := range []string{"a", "foreign", "b", "a"} {
 		calls = append(calls, newCall(t, s, spec, key, 1, time.Time{}))
 	}
-	runBatch(client, calls, true)
+	runBatch(context.Background(), client, calls, true)
 	for i, c := range calls {
 		if i == 1 {
 			if c.err == nil || !strings.Contains(c.err.Error(), "WRONGTYPE") {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -40,14 +41,15 @@ func untilUnreachable(t *testing.T, call func(context.Context) error) (time.Dura
 	return 0, nil
 }
 
-// TestBreakerRefused stops Redis: once a call has failed, decisions and
-// Resets fail at once with ErrUnreachable, which says so and wraps the
+// TestBreakerRefused stops Redis: once a call has failed, decisions
+// (DecideAll's too) and Resets fail at once with ErrUnreachable, which says so and wraps the
 // refusal; once Redis is back, decisions resume.
 func TestBreakerRefused(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
-	lim, _ := ratekeeper.New(redisstore.New(client), ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10})
+	store := redisstore.New(client)
+	lim, _ := ratekeeper.New(store, ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10})
 	if _, err := lim.Allow(context.Background(), "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +67,11 @@ func TestBreakerRefused(t *testing.T) {
 	start := time.Now()
 	if err := lim.Reset(context.Background(), "k"); !errors.Is(err, redisstore.ErrUnreachable) || time.Since(start) > failFast {
 		t.Errorf("Reset with Redis unreachable: %v after %v, want ErrUnreachable at once", err, time.Since(start))
+	}
+	start = time.Now()
+	reqs := []driver.Request{{Key: "k", Spec: lim.Spec(), N: 1}, {Key: "j", Spec: lim.Spec(), N: 1}}
+	if _, err := store.DecideAll(context.Background(), reqs); !errors.Is(err, redisstore.ErrUnreachable) || time.Since(start) > failFast {
+		t.Errorf("DecideAll with Redis unreachable: %v after %v, want ErrUnreachable at once", err, time.Since(start))
 	}
 
 	srv.Restart()

@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// While Redis hangs, a call ends at its context's deadline with
-// context.DeadlineExceeded, and a call whose context is cancelled ends at
-// the cancellation with context.Canceled: over clients
+// While Redis hangs, a call (Decide or DecideAll) ends at its context's
+// deadline with context.DeadlineExceeded, and a call whose context is
+// cancelled ends at the cancellation with context.Canceled: over clients
 // with and without ContextTimeoutEnabled, with pipelining and without,
 // for deadlines of different lengths.
 func TestDeadlineWhileRedisHangs(t *testing.T) {
@@ -25,8 +26,8 @@ func TestDeadlineWhileRedisHangs(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%t,pipelining=%t", v.contextTimeouts, v.pipelining), func(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: server.Addr, ContextTimeoutEnabled: v.contextTimeouts})
 			t.Cleanup(func() { client.Close() })
-			lim, err := ratekeeper.New(redisstore.New(client, redisstore.WithAutoPipelining(v.pipelining)),
-				ratekeeper.GCRA{Rate: 1000, Period: time.Second, Burst: 1000})
+			store := redisstore.New(client, redisstore.WithAutoPipelining(v.pipelining))
+			lim, err := ratekeeper.New(store, ratekeeper.GCRA{Rate: 1000, Period: time.Second, Burst: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,6 +50,14 @@ func TestDeadlineWhileRedisHangs(t *testing.T) {
 				}
 				if elapsed < timeout || elapsed > timeout+250*time.Millisecond {
 					t.Errorf("%v deadline: returned after %v", timeout, elapsed)
+				}
+				start = time.Now()
+				callCtx, cancel = context.WithTimeout(context.Background(), timeout)
+				_, err = store.DecideAll(callCtx, []driver.Request{{Key: "k", Spec: lim.Spec(), N: 1}, {Key: "j", Spec: lim.Spec(), N: 1}})
+				elapsed = time.Since(start)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) || elapsed < timeout || elapsed > timeout+250*time.Millisecond {
+					t.Errorf("DecideAll with a %v deadline while Redis is paused: %v after %v, want context.DeadlineExceeded then", timeout, err, elapsed)
 				}
 			}
 			callCtx, cancel := context.WithCancel(context.Background())

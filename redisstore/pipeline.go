@@ -65,31 +65,36 @@ func newPipeliner(client redis.UniversalClient) *pipeliner {
 	return p
 }
 
-// do sends c at once, alone, when fewer than maxFlying round trips are in
-// flight; else it queues c for the next batch. It returns c's reply, or
-// ctx's error if ctx ends first. A call sent at once runs on the caller's
-// goroutine when inline, else on a goroutine of its own (see
-// Store.inline).
-func (p *pipeliner) do(ctx context.Context, c *call, inline bool) (any, error) {
+// do sends calls (a decision's: one script call, or several in one
+// pipeline) at once when fewer than maxFlying round trips are in flight;
+// else it queues them for the next batch. It returns when every call has
+// its reply, or with ctx's error if ctx ends first. Calls sent at once run
+// on the caller's goroutine when inline, else on a goroutine of their own
+// (see Store.inline).
+func (p *pipeliner) do(ctx context.Context, calls []*call, inline bool) error {
 	p.mu.Lock()
 	if p.flying >= maxFlying {
-		c.done = make(chan struct{})
-		p.queue = append(p.queue, c)
+		for _, c := range calls {
+			c.done = make(chan struct{})
+		}
+		p.queue = append(p.queue, calls...)
 		p.mu.Unlock()
-		return c.wait(ctx)
+		return waitAll(ctx, calls)
 	}
 	p.flying++
 	p.mu.Unlock()
 	if !inline {
-		c.done = make(chan struct{})
-		go p.flush([]*call{c})
-		return c.wait(ctx)
+		for _, c := range calls {
+			c.done = make(chan struct{})
+		}
+		go p.flush(slices.Clone(calls)) // flush reuses its batch's array
+		return waitAll(ctx, calls)
 	}
-	c.run(ctx, p.client)
+	runCalls(ctx, p.client, calls)
 	if batch := p.next(); batch != nil {
 		go p.flush(batch)
 	}
-	return c.reply, c.err
+	return nil
 }
 
 // next takes the queued calls, or marks the pipeliner idle if there are
@@ -112,7 +117,7 @@ func (p *pipeliner) flush(batch []*call) {
 		if len(batch) == 1 {
 			batch[0].run(batch[0].ctx, p.client)
 		} else {
-			if runBatch(p.client, batch, p.combine.Load()) {
+			if runBatch(context.Background(), p.client, batch, p.combine.Load()) {
 				p.combine.Store(false)
 			}
 		}
@@ -166,33 +171,48 @@ func withContextErr(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ctxErr, err)
 }
 
-// wait returns c's reply, or ctx's error if ctx ends first; the call may
-// then still reach Redis, like any request whose answer was not awaited.
-func (c *call) wait(ctx context.Context) (any, error) {
-	select {
-	case <-c.done:
-		return c.reply, c.err
-	case <-ctx.Done():
-		c.abandoned.Store(true)
-		return nil, ctx.Err()
+// runCalls sends calls: one alone, several as one pipeline (see
+// runBatch), bounded by ctx as the client bounds commands.
+func runCalls(ctx context.Context, client redis.UniversalClient, calls []*call) {
+	if len(calls) == 1 {
+		calls[0].run(ctx, client)
+		return
 	}
+	runBatch(ctx, client, calls, false)
+}
+
+// waitAll waits until every call has its reply, or returns ctx's error if
+// ctx ends first; the calls may then still reach Redis, like any request
+// whose answer was not awaited.
+func waitAll(ctx context.Context, calls []*call) error {
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			for _, c := range calls {
+				c.abandoned.Store(true)
+			}
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // runBatch sends calls as one pipeline of EVALSHA, then those that met
 // NOSCRIPT (after a SCRIPT FLUSH, a restart or a failover) as EVAL, which
 // loads the script. With combine, the calls of one algorithm go as one
 // call of its batch script, so that Redis runs one script, and reads its
-// clock once, for them all. Errors stay per call. The batch serves callers
-// with different deadlines, so it is bounded by the client's own
-// timeouts.
+// clock once, for them all. Errors stay per call. A batch of the
+// pipeliner serves callers with different deadlines: it is given no ctx
+// of theirs, and is bounded by the client's own timeouts.
 //
 // A plain client of a Redis Cluster node refuses a combined call whose
 // keys lie in different slots (CROSSSLOT), before running it: its calls
 // are then sent again, each alone, and runBatch reports it, so that the
 // caller stops combining.
-func runBatch(client redis.UniversalClient, batch []*call, combine bool) (crossSlot bool) {
+func runBatch(ctx context.Context, client redis.UniversalClient, batch []*call, combine bool) (crossSlot bool) {
 	groups := groupCalls(batch, combine)
-	cmds := execGroups(client, groups)
+	cmds := execGroups(ctx, client, groups)
 	var split []group
 	for i := range groups {
 		if len(groups[i].calls) > 1 && redis.HasErrorPrefix(cmds[i].Err(), "CROSSSLOT") {
@@ -202,7 +222,7 @@ func runBatch(client redis.UniversalClient, batch []*call, combine bool) (crossS
 		groups[i].deliver(cmds[i])
 	}
 	if len(split) > 0 {
-		for i, cmd := range execGroups(client, split) {
+		for i, cmd := range execGroups(ctx, client, split) {
 			split[i].deliver(cmd)
 		}
 	}
@@ -212,8 +232,7 @@ func runBatch(client redis.UniversalClient, batch []*call, combine bool) (crossS
 // execGroups sends groups as one pipeline, each script call reaching
 // Redis at most once (see onceCmd and retryUnsent), then those that met
 // NOSCRIPT as EVAL, and returns their commands.
-func execGroups(client redis.UniversalClient, groups []group) []*redis.Cmd {
-	ctx := context.Background()
+func execGroups(ctx context.Context, client redis.UniversalClient, groups []group) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
 	send := func(which []int, evalsha bool) {
 		retryUnsent(ctx, func() error {

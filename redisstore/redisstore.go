@@ -17,12 +17,15 @@
 // fail at once with ErrUnreachable instead of waiting, and they resume as
 // soon as Redis answers again. An optional deny cache (WithDenyCache)
 // answers repeat denials in process, exactly, until they run out.
+// DecideAll decides requests on several keys together, all or nothing, in
+// one script call (one per hash slot over a cluster).
 package redisstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +57,9 @@ type Store struct {
 	breaker   *breaker   // nil for a cluster client
 	// contextTimeouts: the client bounds each call by its context.
 	contextTimeouts bool
+	// splitSlots: DecideAll makes a script call per hash slot, over a
+	// cluster (see DecideAll).
+	splitSlots atomic.Bool
 }
 
 // contextTimeouts reports whether client honours context deadlines
@@ -155,6 +161,8 @@ func (s *Store) DenyCacheHits() int64 {
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client), breaker: newBreaker(client)}
 	s.pipeliner = newPipeliner(client)
+	_, single := client.(*redis.Client)
+	s.splitSlots.Store(!single)
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -195,28 +203,15 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: ctx}
-	var reply any
-	if inline := s.inline(ctx); s.pipeliner != nil {
-		reply, err = s.pipeliner.do(ctx, c, inline)
-	} else if inline {
-		c.run(ctx, s.client)
-		reply, err = c.reply, c.err
-	} else {
-		c.done = make(chan struct{})
-		go func() {
-			// go-redis still watches ctx until the command is sent (for
-			// a connection, a dial): a call whose caller gave up by then
-			// never reaches Redis.
-			c.run(ctx, s.client)
-			close(c.done)
-		}()
-		reply, err = c.wait(ctx)
+	err = s.send(ctx, []*call{c})
+	if err == nil {
+		err = c.err
 	}
 	if err != nil {
 		s.breaker.failed(err)
 		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
-	res, err := parseReply(spec, reply)
+	res, err := parseReply(spec, c.reply)
 	if err == nil && !res.Allowed && s.denies != nil {
 		s.denies.remember(spec, key, n, sent, res, gen)
 	}
@@ -238,24 +233,68 @@ func (s *Store) inline(ctx context.Context) bool {
 	return deadline && s.contextTimeouts
 }
 
-// args are the script's ARGV: the cost, the time or "" for the server's
-// clock, the expiry slack, then the parameters; for an All, each policy's
-// algorithm and parameters.
+// send runs calls, one script call or several in one pipeline, by the
+// end of ctx: it returns when every call has its reply or error, or with
+// ctx's error if ctx ends first.
+func (s *Store) send(ctx context.Context, calls []*call) error {
+	inline := s.inline(ctx)
+	if s.pipeliner != nil {
+		return s.pipeliner.do(ctx, calls, inline)
+	}
+	if inline {
+		runCalls(ctx, s.client, calls)
+		return nil
+	}
+	for _, c := range calls {
+		c.done = make(chan struct{})
+	}
+	go func() {
+		// go-redis still watches ctx until the commands are sent (for a
+		// connection, a dial): calls whose caller gave up by then never
+		// reach Redis.
+		runCalls(ctx, s.client, calls)
+		for _, c := range calls {
+			close(c.done)
+		}
+	}()
+	return waitAll(ctx, calls)
+}
+
+// args are the script's ARGV: for one policy, the cost, the time or ""
+// for the server's clock, the expiry slack, then the parameters; for an
+// All (all.lua), the time and the slack, then each policy's algorithm,
+// cost and parameters.
 func (s *Store) args(spec *driver.ValidSpec, n int64, sent time.Time) []any {
-	args := make([]any, 0, 3+5*max(spec.NumParts(), 1))
+	if spec.IsAll() {
+		return s.appendParts(s.allArgs(spec.NumParts(), sent), spec, n)
+	}
+	now, slack := s.clockArgs(sent)
+	p := spec.Params()
+	return []any{n, now, slack, p.Capacity, p.Rate, p.Interval, p.Cost}
+}
+
+// clockArgs are the time the scripts decide at, "" for the server's clock,
+// and the expiry slack that goes with it.
+func (s *Store) clockArgs(sent time.Time) (now any, slack int) {
 	if s.now == nil {
-		args = append(args, n, "", serverClockSlack)
-	} else {
-		args = append(args, n, sent.UnixMicro(), suppliedClockSlack)
+		return "", serverClockSlack
 	}
-	if !spec.IsAll() {
-		p := spec.Params()
-		return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)
-	}
-	for i := range spec.NumParts() {
-		part := spec.Part(i)
+	return sent.UnixMicro(), suppliedClockSlack
+}
+
+// allArgs begins all.lua's ARGV, with room for the given number of
+// policies.
+func (s *Store) allArgs(policies int, sent time.Time) []any {
+	now, slack := s.clockArgs(sent)
+	return append(make([]any, 0, 2+6*policies), now, slack)
+}
+
+// appendParts appends to all.lua's ARGV each policy of spec (an All's
+// parts, or spec alone): its algorithm, the cost n and its parameters.
+func (s *Store) appendParts(args []any, spec *driver.ValidSpec, n int64) []any {
+	for _, part := range spec.Policies() {
 		p := part.Params()
-		args = append(args, part.Algorithm(), p.Capacity, p.Rate, p.Interval, p.Cost)
+		args = append(args, part.Algorithm(), n, p.Capacity, p.Rate, p.Interval, p.Cost)
 	}
 	return args
 }
@@ -293,25 +332,39 @@ var errReply = errors.New("redisstore: unexpected script reply")
 // parseReply reads the scripts' reply, four integers per policy: allowed,
 // remaining, retry after and reset after, in the spec's integer units.
 func parseReply(spec *driver.ValidSpec, reply any) (ratekeeper.Result, error) {
-	parts := max(spec.NumParts(), 1)
-	fields, ok := reply.([]any)
-	if !ok || len(fields) != 4*parts {
-		return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
-	}
-	var v [4 * driver.MaxParts]int64
-	for i, f := range fields {
-		// Every value is an integer in [0, 2^53): anything else did not
-		// come from these scripts.
-		if v[i], ok = f.(int64); !ok || v[i] < 0 || v[i] >= 1<<53 {
-			return ratekeeper.Result{}, fmt.Errorf("%w: %v", errReply, reply)
-		}
-	}
 	var out [driver.MaxParts]driver.Outcome
-	for i := range parts {
-		out[i] = driver.Outcome{Allowed: v[4*i] == 1, Remaining: v[4*i+1], RetryAfter: v[4*i+2], ResetAfter: v[4*i+3]}
+	parts := out[:max(spec.NumParts(), 1)]
+	if err := parseOutcomes(reply, parts); err != nil {
+		return ratekeeper.Result{}, err
 	}
+	return resultOf(spec, parts), nil
+}
+
+// resultOf is the Result of spec from its policies' Outcomes.
+func resultOf(spec *driver.ValidSpec, out []driver.Outcome) ratekeeper.Result {
 	if !spec.IsAll() {
-		return results.Of(spec, out[0]), nil
+		return results.Of(spec, out[0])
 	}
-	return results.Join(spec, out[:parts]), nil
+	return results.Join(spec, out)
+}
+
+// parseOutcomes reads a reply of four integers per policy into out, which
+// has room for exactly its policies.
+func parseOutcomes(reply any, out []driver.Outcome) error {
+	fields, ok := reply.([]any)
+	if !ok || len(fields) != 4*len(out) {
+		return fmt.Errorf("%w: %v", errReply, reply)
+	}
+	var v [4]int64
+	for i := range out {
+		for j := range v {
+			// Every value is an integer in [0, 2^53): anything else did
+			// not come from these scripts.
+			if v[j], ok = fields[4*i+j].(int64); !ok || v[j] < 0 || v[j] >= 1<<53 {
+				return fmt.Errorf("%w: %v", errReply, reply)
+			}
+		}
+		out[i] = driver.Outcome{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}
+	}
+	return nil
 }

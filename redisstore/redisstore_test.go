@@ -266,8 +266,8 @@ func TestKeySlots(t *testing.T) {
 // The slot function is checked against the examples of the Redis Cluster
 // specification.
 func TestKeySlotFunc(t *testing.T) {
-	if got := crc16("123456789"); got != 0x31C3 {
-		t.Errorf("crc16(123456789) = %#x, want 0x31c3", got)
+	if got := redisstore.HashSlot("123456789"); got != 0x31C3 {
+		t.Errorf("HashSlot(123456789) = %#x, want 0x31c3, CRC-16/XMODEM's", got)
 	}
 	for key, want := range map[string]int{
 		"foo":                   12182,
@@ -307,25 +307,8 @@ func keySlot(key string) int {
 	return keySlotOf(key)
 }
 
-// keySlotOf hashes all of s, braces included.
-func keySlotOf(s string) int { return int(crc16(s)) % 16384 }
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the CRC of
-// Redis Cluster.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// keySlotOf hashes all of s, braces included, as the store does.
+func keySlotOf(s string) int { return int(redisstore.HashSlot(s)) }
 
 // scanKeys returns every key under prefix.
 func scanKeys(ctx context.Context, t *testing.T, client *redis.Client, prefix string) []string {

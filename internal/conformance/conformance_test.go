@@ -197,6 +197,9 @@ var policies = []policyCase{
 	// A window opens at a request: steps of a Window, ±1µs, from one
 	// meet its end.
 	{"fw5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond}, 1500 * time.Millisecond},
+	// Windows aligned to the epoch: the clock's start lies 1s into one of
+	// 1.5s.
+	{"fwa5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond, Aligned: true}, 500 * time.Millisecond},
 	{"swl5per1s", ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second}, 200 * time.Millisecond},
 	// Up to 300 entries of mixed costs, where a RetryAfter searches them.
 	{"swl300per1s", ratekeeper.SlidingWindowLog{Limit: 300, Window: time.Second}, 3 * time.Millisecond},
@@ -222,6 +225,10 @@ var policies = []policyCase{
 	{"all_tb3_fw5per2s", ratekeeper.All(
 		ratekeeper.Named("burst", ratekeeper.TokenBucket{Capacity: 3, RefillRate: 1, RefillInterval: 200 * time.Millisecond}),
 		ratekeeper.FixedWindow{Limit: 5, Window: 2 * time.Second}), 200 * time.Millisecond},
+	// An aligned window and one opened by a request, side by side.
+	{"all_fw4per1s_fwa6per2s", ratekeeper.All(
+		ratekeeper.Named("opened", ratekeeper.FixedWindow{Limit: 4, Window: time.Second}),
+		ratekeeper.Named("aligned", ratekeeper.FixedWindow{Limit: 6, Window: 2 * time.Second, Aligned: true})), 250 * time.Millisecond},
 }
 
 func mustSpec(t testing.TB, p ratekeeper.Policy) *driver.ValidSpec {

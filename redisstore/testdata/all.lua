@@ -89,13 +89,14 @@ end
 
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
 -- key holds "<count>:<start of the window, µs>"; a key that lost its
--- expiry is repaired once its window is over. Parameters: limit, window
--- (µs).
+-- expiry is repaired once its window is over. Parameters: limit, aligned
+-- (1 for windows aligned to the epoch, else 0), window (µs).
 
-function algorithms.fixed_window(key, take, n, now, slack, limit, _, window)
+function algorithms.fixed_window(key, take, n, now, slack, limit, aligned, window)
   local need = n
   if need == 0 then need = 1 end
   local count, start = 0, now
+  if aligned == 1 then start = now - now % window end
   local c, s = decode(redis.call('GET', key), 2)
   if c and now < s + window then count, start = c, s end -- or the clock is behind its start
   local allowed = 0
@@ -376,36 +377,87 @@ function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, inter
   return allowed, tokens, retry_after, reset_after
 end
 
--- Several policies on one caller (ratekeeper.All), decided at once: the
--- request takes from every policy or from none.
--- KEYS[i]  the state of the i-th policy, all under the caller's hash tag
--- ARGV[1]  the cost n in whole requests
--- ARGV[2]  now in microseconds, or "" to read the server's clock
--- ARGV[3]  milliseconds added to every expiry
--- ARGV[4…] five values per policy: its algorithm's name, capacity, rate,
---          interval and cost
--- Returns the four integers of every policy, in order.
+-- Several policies decided at once, all or nothing: the policies of one
+-- caller (ratekeeper.All), or those of several callers' requests
+-- (Store.DecideAll). Either every part takes its cost, or none takes
+-- anything. A peek (cost 0) takes nothing, so it never denies the others.
+-- KEYS[i]  the state of the i-th part
+-- ARGV[1]  now in microseconds, or "" to read the server's clock
+-- ARGV[2]  milliseconds added to every expiry
+-- ARGV[3…] six values per part: its algorithm's name, its cost n in whole
+--          requests (0 peeks), capacity, rate, interval and cost
+-- Returns the four integers of every part, in order.
 
-local n = ARGV[1] + 0
-local now, err = clock(ARGV[2])
+local now, err = clock(ARGV[1])
 if not now then return err end
-local slack = ARGV[3] + 0
+local slack = ARGV[2] + 0
 
-local function decide(take)
-  local out, allowed = {}, true
-  for i = 1, #KEYS do
-    local at = 5 * i - 1
-    local a, r, t, z = algorithms[ARGV[at]](KEYS[i], take, n, now, slack,
-      ARGV[at + 1] + 0, ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0)
-    out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, r, t, z
-    allowed = allowed and a == 1
-  end
-  return out, allowed
+-- decide decides part i; with take, it consumes the part's cost if allowed.
+local function decide(i, take)
+  local at = 6 * i - 3
+  return algorithms[ARGV[at]](KEYS[i], take, ARGV[at + 1] + 0, now, slack,
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
 end
 
--- First decide without taking: a policy that denies leaves the others
--- untouched. Then take from all, if all allow.
-local out, allowed = decide(false)
-if allowed and n > 0 then out = decide(true) end
-return out
+-- takes reports whether part i has a cost to take: a peek only decides.
+local function takes(i) return ARGV[6 * i - 2] ~= '0' end
+
+-- set writes part i's four integers into into.
+local function set(into, i, a, r, t, z)
+  into[4 * i - 3], into[4 * i - 2], into[4 * i - 1], into[4 * i] = a, r, t, z
+end
+
+local shared, seen = false, {}
+for i = 1, #KEYS do
+  if seen[KEYS[i]] then shared = true end
+  seen[KEYS[i]] = true
+end
+
+local out, allowed = {}, true
+if not shared then
+  -- First decide without taking: a part that denies leaves the others
+  -- untouched. Then take from all, if all allow.
+  for i = 1, #KEYS do
+    local a, r, t, z = decide(i, false)
+    set(out, i, a, r, t, z)
+    allowed = allowed and (a == 1 or not takes(i))
+  end
+  if not allowed then return out end
+  for i = 1, #KEYS do
+    if takes(i) then set(out, i, decide(i, true)) end
+  end
+  return out
+end
+
+-- Parts that share a key see each other's takes: they go one after the
+-- other, each decided, then taken if allowed. If one denies, every key is
+-- put back as it was (DUMP and RESTORE, with its expiry), and each part
+-- reports its decision without its take.
+local saved, order, peeks = {}, {}, {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if not saved[key] then
+    saved[key] = {redis.call('DUMP', key), redis.call('PTTL', key)}
+    order[#order + 1] = key
+  end
+  local a, r, t, z = decide(i, false)
+  set(peeks, i, a, r, t, z)
+  if a == 1 and takes(i) then
+    set(out, i, decide(i, true))
+  else
+    set(out, i, a, r, t, z)
+    allowed = allowed and (a == 1 or not takes(i))
+  end
+end
+if allowed then return out end
+for _, key in ipairs(order) do
+  local dump, ttl = saved[key][1], saved[key][2]
+  if dump then
+    if ttl < 0 then ttl = 0 end
+    redis.call('RESTORE', key, ttl, dump, 'REPLACE')
+  else
+    redis.call('DEL', key)
+  end
+end
+return peeks
 

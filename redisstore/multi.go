@@ -1,0 +1,147 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+)
+
+// DecideAll decides reqs together, all or nothing: if every request is
+// allowed, each takes its N; if any is denied, none takes anything. A request
+// of N 0 only looks: it takes nothing, so it never denies the others.
+// results[i] is request i's own decision: for a request allowed in a batch
+// that another denied, Allowed is true and the Result reports the state as
+// a peek of cost N would, nothing taken. An All spec in a request decides
+// as in Decide, its Result with Parts. Requests are decided in order, and
+// a key's state shared by several requests (the same key under the same
+// policy) is decided for each in turn: the second sees what the first
+// would take. The deny cache is not consulted.
+//
+// Over a client of one server (a standalone Redis, or Sentinel's primary)
+// the whole set is one script call, atomic. Over a Redis Cluster, it can
+// only be atomic within a hash slot: requests are grouped by the slot of
+// their key, each group is one atomic script call, and all the groups go
+// in one pipeline, in one round trip. Across groups the guarantee is
+// weaker: a group that denies takes nothing, but does not undo the takes
+// of groups that allowed, and results[i] then reports request i's group's
+// decision (so every request reported allowed in a group of only allowed
+// requests took its N). The same holds for a plain client of a cluster
+// node, from the first call it refuses with CROSSSLOT; its groups are then
+// sent again.
+//
+// Validation is Decide's, for every request: an invalid key, cost or spec
+// fails the whole call, with the same errors; so do more than
+// driver.MaxRequests requests or driver.MaxRequestPolicies policies, with
+// an error matching driver.ErrTooManyRequests. No request returns nil, nil.
+// Like Decide, it goes through the pipeliner, and returns by the end of
+// ctx.
+func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	err := driver.CheckRequests(reqs, func(r driver.Request) error {
+		if _, err := scriptOf(r.Spec); err != nil {
+			return err
+		}
+		return checkInput(r.Key, r.Spec, r.N)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var sent time.Time
+	if s.now != nil {
+		sent = s.now()
+		if err := driver.CheckTime(sent.UnixMicro()); err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	if err := s.breaker.check(); err != nil {
+		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
+	}
+	groups := s.multiGroups(reqs, sent, s.splitSlots.Load())
+	err = s.sendGroups(ctx, groups)
+	if len(groups) == 1 && redis.HasErrorPrefix(err, "CROSSSLOT") {
+		// A plain client of a cluster node: from now on, by slot.
+		s.splitSlots.Store(true)
+		groups = s.multiGroups(reqs, sent, true)
+		err = s.sendGroups(ctx, groups)
+	}
+	if err != nil {
+		s.breaker.failed(err)
+		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
+	}
+	res := make([]ratekeeper.Result, len(reqs))
+	var out [driver.MaxRequestPolicies]driver.Outcome
+	for _, g := range groups {
+		parts := out[:g.policies]
+		if err := parseOutcomes(g.call.reply, parts); err != nil {
+			return nil, err
+		}
+		for _, i := range g.reqs {
+			spec := reqs[i].Spec
+			n := max(spec.NumParts(), 1)
+			res[i] = resultOf(spec, parts[:n])
+			parts = parts[n:]
+		}
+	}
+	return res, nil
+}
+
+// multiGroup is one script call of a DecideAll: the requests it decides,
+// in order, and their number of policies.
+type multiGroup struct {
+	call     *call
+	reqs     []int
+	policies int
+}
+
+// multiGroups builds the script calls of a DecideAll: one for all the
+// requests, or, bySlot, one per hash slot of their keys.
+func (s *Store) multiGroups(reqs []driver.Request, sent time.Time, bySlot bool) []multiGroup {
+	var groups []multiGroup
+	slots := map[uint16]int{} // slot -> index in groups
+	for i, r := range reqs {
+		g := 0
+		if bySlot {
+			slot := hashSlot(escapeBraces(r.Key))
+			var ok bool
+			if g, ok = slots[slot]; !ok {
+				g = len(groups)
+				slots[slot] = g
+			}
+		}
+		if g == len(groups) {
+			groups = append(groups, multiGroup{call: &call{alg: allScript, args: s.allArgs(len(reqs), sent)}})
+		}
+		mg := &groups[g]
+		mg.reqs = append(mg.reqs, i)
+		mg.policies += max(r.Spec.NumParts(), 1)
+		mg.call.keys = append(mg.call.keys, s.keys(r.Key, r.Spec)...)
+		mg.call.args = s.appendParts(mg.call.args, r.Spec, r.N)
+	}
+	return groups
+}
+
+// sendGroups sends the groups' calls, in one pipeline if several, and
+// returns the first error.
+func (s *Store) sendGroups(ctx context.Context, groups []multiGroup) error {
+	calls := make([]*call, len(groups))
+	for i, g := range groups {
+		g.call.ctx = ctx
+		calls[i] = g.call
+	}
+	if err := s.send(ctx, calls); err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
+}

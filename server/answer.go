@@ -1,0 +1,243 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// answer builds the response from the decided descriptors.
+func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
+	}
+	// Every request of the all-or-nothing group is denied if one is.
+	// Quota-mode descriptors deny the request only all together, as in
+	// envoy.
+	groupDenied := false
+	quotas, quotasOver := 0, 0
+	for i := range ds {
+		r := ds[i].rule
+		switch {
+		case r == nil || r.shadow || s.opts.Shadow:
+		case r.quota:
+			quotas++
+			if ds[i].denied() {
+				quotasOver++
+			}
+		case ds[i].denied():
+			groupDenied = true
+		}
+	}
+	if quotas > 0 && quotas == quotasOver {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range ds {
+		d := &ds[i]
+		st := s.status(d)
+		resp.Statuses[i] = st
+		if d.rule == nil {
+			s.opts.Metrics.unmatched(snap, domain)
+			continue
+		}
+		m := d.rule.metrics
+		switch {
+		case d.rule.unlimited:
+			m.count(outcomeUnlimited)
+		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
+			m.count(outcomeOverLimit)
+			if !d.rule.quota {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+		case d.denied():
+			m.count(outcomeShadowOverLimit)
+		case groupDenied && d.hits > 0 && !d.rule.shadow && !d.rule.quota && !s.opts.Shadow:
+			// Allowed on its own, but its request was denied by another
+			// descriptor: nothing was taken.
+			m.count(outcomeNotTaken)
+		default:
+			m.count(outcomeOK)
+		}
+	}
+	if s.opts.ResponseHeaders {
+		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses)
+	}
+	return resp
+}
+
+// rateLimitHeaders are the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
+// every limited descriptor, and the state of the binding one, the first
+// over its limit, else the one with the least remaining.
+func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	var policies []string
+	var binding *rlsv3.RateLimitResponse_DescriptorStatus
+	for _, st := range statuses {
+		l := st.GetCurrentLimit()
+		if l == nil {
+			continue
+		}
+		mult := time.Duration(1)
+		if m := l.GetUnitMultiplier(); m != nil {
+			mult = time.Duration(max(m.GetValue(), 1))
+		}
+		w := int64((unitPeriod(l.GetUnit()) * mult) / time.Second)
+		if w <= 0 {
+			continue
+		}
+		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", strconv.Quote(l.GetName()), l.GetRequestsPerUnit(), w))
+		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
+		switch {
+		case binding == nil:
+			binding = st
+		case binding.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		case over || st.GetLimitRemaining() < binding.GetLimitRemaining():
+			binding = st
+		}
+	}
+	if binding == nil {
+		return nil
+	}
+	state := fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(binding.GetCurrentLimit().GetName()),
+		binding.GetLimitRemaining(), int64(binding.GetDurationUntilReset().AsDuration()/time.Second))
+	return []*corev3.HeaderValue{
+		{Key: "RateLimit-Policy", Value: strings.Join(policies, ",")},
+		{Key: "RateLimit", Value: state},
+	}
+}
+
+// denied reports whether a limited descriptor was over its limit.
+func (d *descriptor) denied() bool {
+	if d.rule == nil || d.rule.unlimited {
+		return false
+	}
+	if d.hits == 0 {
+		return false // a peek takes nothing, so needs nothing
+	}
+	if d.rule.block {
+		return true
+	}
+	return d.decided && !d.res.Allowed
+}
+
+// status is one descriptor's status, as envoyproxy/ratelimit writes it.
+func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatus {
+	r := d.rule
+	switch {
+	case r == nil:
+		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	case r.unlimited:
+		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	}
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.first}
+	if r.block {
+		if d.hits > 0 && !r.shadow && !s.opts.Shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		st.DurationUntilReset = durationpb.New(s.untilWindowEnd(r.aligned))
+		return st
+	}
+	res := d.res
+	if l, ok := r.limits[res.Policy]; ok {
+		st.CurrentLimit = l
+	}
+	st.LimitRemaining = remaining(res.Remaining)
+	if d.denied() && !r.shadow && !s.opts.Shadow {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	st.DurationUntilReset = durationpb.New(s.untilReset(r, d))
+	return st
+}
+
+// untilReset is the duration_until_reset of a decided descriptor, in whole
+// seconds rounded up, as envoy gives it (Envoy's X-RateLimit-Reset header
+// shows its seconds): for a window aligned to its unit, the time to the
+// window's end; else, when denied, the time until it could pass, and
+// when allowed, until the limit is full again.
+func (s *Service) untilReset(r *rule, d *descriptor) time.Duration {
+	res := d.res
+	t := res.ResetAfter
+	if !res.Allowed && d.hits > 0 && r.aligned == 0 {
+		t = res.RetryAfter
+	}
+	if r.aligned > 0 && t <= 0 {
+		return s.untilWindowEnd(r.aligned)
+	}
+	return ceilSecond(t)
+}
+
+// untilWindowEnd is the time to the end of the current window of length
+// period aligned to the Unix epoch, by this server's clock (used only
+// where the store reported none: a key never used in this window).
+func (s *Service) untilWindowEnd(period time.Duration) time.Duration {
+	if period <= 0 {
+		return 0
+	}
+	now := s.now().UnixNano()
+	return ceilSecond(period - time.Duration(now%int64(period)))
+}
+
+func ceilSecond(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Second - 1) / time.Second * time.Second
+}
+
+// remaining is a Result's Remaining as limit_remaining: whole requests.
+func remaining(r float64) uint32 {
+	if r <= 0 {
+		return 0
+	}
+	return uint32(min(math.Floor(r), math.MaxUint32))
+}
+
+// answerWithout answers without the store: every limited descriptor gets
+// code, with its limit; the others are answered as usual.
+func (s *Service) answerWithout(ds []descriptor, code rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	for i := range ds {
+		d := &ds[i]
+		if d.rule == nil || d.rule.unlimited || d.rule.block {
+			resp.Statuses[i] = s.status(d)
+		} else {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: d.rule.first}
+		}
+		if resp.Statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	return resp
+}
+
+// errorLog logs store errors at most once a second, with how many were
+// left out, so that an outage does not flood the log.
+type errorLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (l *errorLog) log(logger *slog.Logger, err error) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.last) < time.Second {
+		l.skipped++
+		l.mu.Unlock()
+		return
+	}
+	skipped := l.skipped
+	l.last, l.skipped = now, 0
+	l.mu.Unlock()
+	logger.Error("store failed", "err", err, "errors_not_logged", skipped)
+}

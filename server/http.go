@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// maxBody bounds a request body read by the HTTP endpoints.
+const maxBody = 1 << 20
+
+// HTTPHandler serves the service's HTTP API:
+//
+//	POST /json         envoyproxy/ratelimit's: a RateLimitRequest as proto
+//	                   JSON in, the RateLimitResponse out; 200, or 429 when
+//	                   over the limit, 400 for a malformed body
+//	POST /v1/decide    the native API, for callers other than Envoy (see
+//	                   DecideRequest); 200 or 429, with Retry-After
+//	GET  /healthcheck  200 "OK" while serving
+//	GET  /readyz       200 once a configuration is loaded and the store
+//	                   answers, else 503
+//
+// ready reports whether the store answers; metrics, when not nil, is
+// served at /metrics.
+func HTTPHandler(svc *Service, ready func() error, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /json", svc.serveJSON)
+	mux.HandleFunc("POST /v1/decide", svc.serveDecide)
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "OK")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !svc.Ready() {
+			http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
+			return
+		}
+		if ready != nil {
+			if err := ready(); err != nil {
+				http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		io.WriteString(w, "OK")
+	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
+	return mux
+}
+
+// serveJSON is envoyproxy/ratelimit's POST /json.
+func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	req := &rlsv3.RateLimitRequest{}
+	if err == nil {
+		err = protojson.Unmarshal(body, req)
+	}
+	if err != nil {
+		http.Error(w, "Bad Request", http.StatusBadRequest)
+		return
+	}
+	resp, err := s.Decide(r.Context(), req)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	w.Write(out)
+}
+
+// httpError answers a Decide error: 400 for an invalid request, 503 when
+// the store or the configuration is not there.
+func httpError(w http.ResponseWriter, err error) {
+	code := http.StatusServiceUnavailable
+	if errors.Is(err, errInvalidRequest) {
+		code = http.StatusBadRequest
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// DecideRequest is the body of POST /v1/decide: a domain and its
+// descriptors, as in Envoy's request, with plain JSON names.
+type DecideRequest struct {
+	Domain      string             `json:"domain"`
+	Descriptors []DecideDescriptor `json:"descriptors"`
+	// Hits is every descriptor's cost, unless it gives its own; 0 or
+	// absent means 1.
+	Hits uint32 `json:"hits,omitempty"`
+}
+
+// DecideDescriptor is one descriptor of a DecideRequest.
+type DecideDescriptor struct {
+	Entries []DecideEntry `json:"entries"`
+	// Hits, when present, is this descriptor's cost; 0 only looks.
+	Hits *uint64 `json:"hits,omitempty"`
+}
+
+// DecideEntry is a key and value of a descriptor.
+type DecideEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// DecideResponse is the answer of POST /v1/decide.
+type DecideResponse struct {
+	// Allowed is false when any descriptor is over its limit: then no
+	// descriptor's limit was charged.
+	Allowed bool `json:"allowed"`
+	// RetryAfterMs is, when denied, the time until the request could
+	// pass, in milliseconds (the longest of its descriptors').
+	RetryAfterMs int64          `json:"retry_after_ms"`
+	Statuses     []DecideStatus `json:"statuses"`
+}
+
+// DecideStatus is one descriptor's part of a DecideResponse.
+type DecideStatus struct {
+	Allowed bool `json:"allowed"`
+	// Rule names the rule that applied; empty when none did.
+	Rule string `json:"rule,omitempty"`
+	// Limit is the binding limit's requests per period, Period its length
+	// (a Go duration, "1m0s"); both absent without a limit.
+	Limit  uint32 `json:"limit,omitempty"`
+	Period string `json:"period,omitempty"`
+	// Remaining is what a request could still take now.
+	Remaining    float64 `json:"remaining"`
+	RetryAfterMs int64   `json:"retry_after_ms"`
+	ResetAfterMs int64   `json:"reset_after_ms"`
+	Unlimited    bool    `json:"unlimited,omitempty"`
+	Shadow       bool    `json:"shadow,omitempty"`
+}
+
+// serveDecide is the native POST /v1/decide.
+func (s *Service) serveDecide(w http.ResponseWriter, r *http.Request) {
+	var in DecideRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := &rlsv3.RateLimitRequest{Domain: in.Domain, HitsAddend: in.Hits}
+	for _, d := range in.Descriptors {
+		req.Descriptors = append(req.Descriptors, d.proto())
+	}
+	details, err := s.decideDetailed(r.Context(), req)
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	out := DecideResponse{Allowed: true, Statuses: make([]DecideStatus, len(details))}
+	for i, d := range details {
+		out.Statuses[i] = d
+		if !d.Allowed {
+			out.Allowed = false
+			out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !out.Allowed {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(float64(out.RetryAfterMs)/1000)), 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	json.NewEncoder(w).Encode(out)
+}
+
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// proto is the descriptor as Envoy sends it.
+func (d DecideDescriptor) proto() *ratelimitv3.RateLimitDescriptor {
+	out := &ratelimitv3.RateLimitDescriptor{}
+	for _, e := range d.Entries {
+		out.Entries = append(out.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+	}
+	if d.Hits != nil {
+		out.HitsAddend = wrapperspb.UInt64(*d.Hits)
+	}
+	return out
+}
+
+// decideDetailed decides req and describes each descriptor's decision
+// with what Envoy's response leaves out: retry and reset times.
+func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitRequest) ([]DecideStatus, error) {
+	snap, ds, fallback, err := s.run(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp *rlsv3.RateLimitResponse
+	if fallback {
+		resp = s.answerWithout(ds, s.fallbackCode())
+	} else {
+		resp = s.answer(snap, req.GetDomain(), ds)
+	}
+	out := make([]DecideStatus, len(ds))
+	for i := range ds {
+		d, st := &ds[i], resp.Statuses[i]
+		out[i] = DecideStatus{Allowed: st.Code != rlsv3.RateLimitResponse_OVER_LIMIT}
+		r := d.rule
+		if r == nil {
+			continue
+		}
+		out[i].Rule = r.label
+		if r.unlimited {
+			out[i].Unlimited = true
+			continue
+		}
+		out[i].Shadow = r.shadow || s.opts.Shadow
+		if l := st.GetCurrentLimit(); l != nil {
+			out[i].Limit = l.GetRequestsPerUnit()
+			mult := time.Duration(1)
+			if m := l.GetUnitMultiplier(); m != nil {
+				mult = time.Duration(m.GetValue())
+			}
+			if p := unitPeriod(l.GetUnit()) * mult; p > 0 {
+				out[i].Period = p.String()
+			}
+		}
+		if d.decided && !fallback {
+			out[i].Remaining = d.res.Remaining
+			out[i].ResetAfterMs = ms(d.res.ResetAfter)
+			if !out[i].Allowed {
+				out[i].RetryAfterMs = ms(d.res.RetryAfter)
+			}
+		} else if r.block && !out[i].Allowed {
+			out[i].RetryAfterMs = st.GetDurationUntilReset().AsDuration().Milliseconds()
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/server/config"
+)
+
+// rule is a configured rule prepared for the hot path.
+type rule struct {
+	name      string // its name in replaces; "" when unnamed
+	label     string // its metrics label
+	unlimited bool
+	shadow    bool
+	// quota: quota_mode, which denies a request only when every quota
+	// descriptor of it is over its limit.
+	quota bool
+	// shared: per entry, the wildcard value that stands for the request's
+	// in the counter's key (share_threshold), or "".
+	shared []string
+	// block: a limit of 0 requests, which denies every request with hits.
+	block    bool
+	override bool // made from a request's limit override
+	spec     *driver.ValidSpec
+	// limits are the current_limit of each of the spec's policies, by
+	// policy name (for a single policy, under its only name).
+	limits map[string]*rlsv3.RateLimitResponse_RateLimit
+	first  *rlsv3.RateLimitResponse_RateLimit
+	// aligned: its window is aligned to the clock, as envoy's are, and
+	// resets at the end of the current period whatever the state holds.
+	aligned time.Duration
+	metrics *ruleMetrics
+}
+
+// compile prepares a configured rule.
+func (s *Service) compile(r *config.Rule) (*rule, error) {
+	c := &rule{label: r.Name, unlimited: r.Unlimited, shadow: r.Shadow, quota: r.QuotaMode,
+		limits: map[string]*rlsv3.RateLimitResponse_RateLimit{}}
+	if r.ExplicitName {
+		c.name = r.Name // only rate_limit names can be replaced, as in envoy
+	}
+	c.shared = r.SharedValues
+	c.metrics = s.opts.Metrics.rule(r.Domain, r.Name)
+	if r.Unlimited {
+		return c, nil
+	}
+	policy := r.Policy()
+	for _, l := range r.Limits {
+		limit := currentLimit(r, l)
+		if len(r.Limits) > 1 {
+			limit.Name = l.Name
+		}
+		if l.Policy == nil {
+			c.block = true
+		}
+		if c.first == nil {
+			c.first = limit
+		}
+		if len(r.Limits) == 1 {
+			c.aligned = alignedPeriod(l)
+		}
+		c.limits[l.Name] = limit
+	}
+	if c.block {
+		return c, nil
+	}
+	lim, err := ratekeeper.New(s.store, policy)
+	if err != nil {
+		return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
+	}
+	c.spec = lim.Spec()
+	if len(r.Limits) == 1 {
+		// A single policy's Results carry the policy's own name.
+		c.limits = map[string]*rlsv3.RateLimitResponse_RateLimit{lim.Name(): c.first}
+	}
+	return c, nil
+}
+
+// currentLimit is a limit as the response reports it: its requests per
+// unit and unit, or for a period of any length, the largest unit that
+// divides it and a multiplier.
+func currentLimit(r *config.Rule, l config.Limit) *rlsv3.RateLimitResponse_RateLimit {
+	out := &rlsv3.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: l.RequestsPerUnit}
+	if u, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[l.Unit]; ok && l.Unit != "" {
+		out.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(u)
+		return out
+	}
+	unit, mult := periodUnit(l.Period)
+	out.Unit = unit
+	if mult != 1 {
+		out.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	return out
+}
+
+// periodUnit expresses a period as a whole number of the largest unit
+// that divides it.
+func periodUnit(p time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
+	for _, u := range []struct {
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+		d    time.Duration
+	}{
+		{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+		{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+		{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+		{rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+	} {
+		if p >= u.d && p%u.d == 0 && p/u.d <= 1<<32-1 {
+			return u.unit, uint32(p / u.d)
+		}
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 1
+}
+
+// alignedPeriod is the period of an envoy-style limit (a fixed window
+// aligned to its unit), or 0 for any other.
+func alignedPeriod(l config.Limit) time.Duration {
+	if fw, ok := l.Policy.(ratekeeper.FixedWindow); ok && fw.Aligned {
+		return fw.Window
+	}
+	return 0
+}
+
+// unitPeriod is the length of an envoy unit, as envoy counts it.
+func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
+	switch u {
+	case rlsv3.RateLimitResponse_RateLimit_SECOND:
+		return time.Second
+	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
+		return time.Minute
+	case rlsv3.RateLimitResponse_RateLimit_HOUR:
+		return time.Hour
+	case rlsv3.RateLimitResponse_RateLimit_DAY:
+		return 24 * time.Hour
+	case rlsv3.RateLimitResponse_RateLimit_WEEK:
+		return 7 * 24 * time.Hour
+	case rlsv3.RateLimitResponse_RateLimit_MONTH:
+		return 30 * 24 * time.Hour
+	case rlsv3.RateLimitResponse_RateLimit_YEAR:
+		return 365 * 24 * time.Hour
+	}
+	return 0
+}
+
+// overrideKey identifies a request's limit override by its value.
+type overrideKey struct {
+	requests uint32
+	unit     typev3.RateLimitUnit
+	mult     uint32
+}
+
+// maxOverrides bounds the cache of override rules; beyond it, overrides
+// are prepared for each request.
+const maxOverrides = 4096
+
+// overrideCache holds the rules made from requests' limit overrides, by
+// their value: two overrides of different values never share a rule, nor
+// a counter.
+type overrideCache struct {
+	mu    sync.Mutex
+	rules map[overrideKey]*rule
+}
+
+func (c *overrideCache) get(s *Service, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
+	k := overrideKey{requests: o.GetRequestsPerUnit(), unit: o.GetUnit(), mult: 1}
+	if m := o.GetUnitMultiplier(); m != nil {
+		k.mult = m.GetValue()
+	}
+	c.mu.Lock()
+	r, ok := c.rules[k]
+	c.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := s.overrideRule(k)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.rules) < maxOverrides {
+		c.rules[k] = r
+	}
+	c.mu.Unlock()
+	return r, nil
+}
+
+// overrideRule makes the rule of a limit override: envoy's fixed window
+// aligned to the unit, under a state name of its own.
+func (s *Service) overrideRule(k overrideKey) (*rule, error) {
+	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[typev3.RateLimitUnit_name[int32(k.unit)]])
+	period := unitPeriod(unit) * time.Duration(max(k.mult, 1))
+	if period <= 0 {
+		return nil, fmt.Errorf("%w: limit override with unit %s", errInvalidRequest, k.unit)
+	}
+	limit := &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: k.requests, Unit: unit}
+	if k.mult > 1 {
+		limit.UnitMultiplier = wrapperspb.UInt32(k.mult)
+	}
+	r := &rule{override: true, label: "override", first: limit, aligned: period,
+		metrics: s.opts.Metrics.rule("", "override")}
+	if k.requests == 0 {
+		r.block = true
+		return r, nil
+	}
+	name := fmt.Sprintf("override-%d-%s-%d", k.requests, strings.ToLower(unit.String()), max(k.mult, 1))
+	lim, err := ratekeeper.New(s.store, ratekeeper.FixedWindow{Limit: int64(k.requests), Window: period, Aligned: true},
+		ratekeeper.WithName(name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: limit override: %w", errInvalidRequest, err)
+	}
+	r.spec = lim.Spec()
+	r.limits = map[string]*rlsv3.RateLimitResponse_RateLimit{name: limit}
+	return r, nil
+}
+
+// stateKey is the store key of a descriptor in domain: the domain and
+// its entries, each part escaped so that distinct descriptors never share
+// a key. Keys over the store's bound are hashed.
+func stateKey(domain string, entries []config.Entry) string {
+	var b strings.Builder
+	b.WriteString(escapeKey(domain))
+	for _, e := range entries {
+		b.WriteByte('/')
+		b.WriteString(escapeKey(e.Key))
+		b.WriteByte('=')
+		b.WriteString(escapeKey(e.Value))
+	}
+	if b.Len() <= ratekeeper.MaxKeyLen {
+		return b.String()
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return escapeKey(domain) + "/#" + hex.EncodeToString(sum[:])
+}
+
+var keyEscaper = strings.NewReplacer("%", "%25", "/", "%2F", "=", "%3D", "#", "%23")
+
+func escapeKey(s string) string {
+	if !strings.ContainsAny(s, "%/=#") {
+		return s
+	}
+	return keyEscaper.Replace(s)
+}

@@ -1,0 +1,335 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/server/config"
+)
+
+// Store is what the service decides with: a ratekeeper.Store that also
+// decides several keys at once, all or nothing. redisstore.Store and
+// memstore.Store are both.
+type Store interface {
+	ratekeeper.Store
+	DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error)
+}
+
+// OnStoreError says how the service answers when its store fails.
+type OnStoreError int
+
+const (
+	// FailUnavailable answers the gRPC status UNAVAILABLE (and HTTP 503),
+	// so that Envoy's failure_mode_deny setting decides.
+	FailUnavailable OnStoreError = iota
+	// FailAllow answers OK, as if no limit applied.
+	FailAllow
+	// FailDeny answers OVER_LIMIT for every limited descriptor.
+	FailDeny
+)
+
+// ParseOnStoreError reads the -on-store-error flag: "unavailable",
+// "allow" or "deny".
+func ParseOnStoreError(s string) (OnStoreError, error) {
+	switch s {
+	case "", "unavailable":
+		return FailUnavailable, nil
+	case "allow":
+		return FailAllow, nil
+	case "deny":
+		return FailDeny, nil
+	}
+	return 0, fmt.Errorf("on-store-error must be unavailable, allow or deny, not %q", s)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Shadow puts every rule in shadow mode: requests are decided and
+	// counted, but always answered OK.
+	Shadow bool
+	// OnStoreError is the answer when the store fails.
+	OnStoreError OnStoreError
+	// ResponseHeaders adds the IETF RateLimit-Policy and RateLimit header
+	// fields to every response with a limit, for Envoy to pass on to the
+	// client.
+	ResponseHeaders bool
+	// Metrics receives the service's measures; nil records none.
+	Metrics *Metrics
+	// Logger receives store errors (rate limited) and configuration
+	// changes; nil discards them.
+	Logger *slog.Logger
+}
+
+// Service decides rate limit requests against a configuration. It is safe
+// for concurrent use; SetConfig swaps the configuration atomically.
+type Service struct {
+	store Store
+	opts  Options
+	now   func() time.Time
+
+	current atomic.Pointer[snapshot]
+	gen     atomic.Uint64
+
+	overrides overrideCache
+	errLog    errorLog
+}
+
+// snapshot is one configuration with everything the hot path needs
+// prepared: each rule's validated spec and response fields.
+type snapshot struct {
+	cfg   *config.Config
+	gen   uint64
+	rules map[*config.Rule]*rule
+}
+
+// ErrNoConfig is returned by Decide before any configuration is set.
+var ErrNoConfig = errors.New("server: no rate limit configuration loaded")
+
+// New returns a Service deciding with store. Give it a configuration with
+// SetConfig before it decides.
+func New(store Store, opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{store: store, opts: opts, now: time.Now}
+	s.overrides.rules = map[overrideKey]*rule{}
+	return s
+}
+
+// SetConfig makes cfg the configuration of every decision from now on.
+// It fails, keeping the current one, if a rule's policy cannot be made
+// into a limiter (config.Load has validated them, so this is a bug).
+func (s *Service) SetConfig(cfg *config.Config) error {
+	snap := &snapshot{cfg: cfg, rules: map[*config.Rule]*rule{}}
+	for _, domain := range cfg.Domains() {
+		for _, r := range cfg.Rules(domain) {
+			compiled, err := s.compile(r)
+			if err != nil {
+				return err
+			}
+			snap.rules[r] = compiled
+		}
+	}
+	snap.gen = s.gen.Add(1)
+	s.current.Store(snap)
+	s.opts.Metrics.configLoaded(snap.gen)
+	return nil
+}
+
+// Generation returns the number of configurations set so far: 0 before
+// the first.
+func (s *Service) Generation() uint64 { return s.gen.Load() }
+
+// Ready reports whether the service has a configuration.
+func (s *Service) Ready() bool { return s.current.Load() != nil }
+
+// maxHits bounds a descriptor's hits: costs are int64 in the library, and
+// no limit is above ratekeeper.MaxLimit.
+const maxHits = math.MaxUint32
+
+// descriptor is one descriptor of a request, resolved.
+type descriptor struct {
+	rule   *rule // nil: no rule applies (or it was replaced)
+	key    string
+	hits   int64
+	res    ratekeeper.Result
+	// decided: res holds the store's answer for this descriptor.
+	decided bool
+}
+
+// errInvalidRequest marks a request the service refuses to decide.
+var errInvalidRequest = errors.New("invalid rate limit request")
+
+// Decide answers one rate limit request. It returns an error wrapping
+// errInvalidRequest for a request without a domain or descriptors, and the
+// store's error when the store fails and OnStoreError is FailUnavailable.
+func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	snap, ds, fallback, err := s.run(ctx, req)
+	switch {
+	case err != nil:
+		return nil, err
+	case fallback:
+		return s.answerWithout(ds, s.fallbackCode()), nil
+	}
+	return s.answer(snap, req.GetDomain(), ds), nil
+}
+
+// fallbackCode is the code of limited descriptors when the store fails.
+func (s *Service) fallbackCode() rlsv3.RateLimitResponse_Code {
+	if s.opts.OnStoreError == FailDeny {
+		return rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return rlsv3.RateLimitResponse_OK
+}
+
+// run resolves and decides a request's descriptors. fallback reports a
+// store failure that OnStoreError answers without the store.
+func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *snapshot, ds []descriptor, fallback bool, err error) {
+	snap = s.current.Load()
+	if snap == nil {
+		return nil, nil, false, ErrNoConfig
+	}
+	if req.GetDomain() == "" {
+		return nil, nil, false, fmt.Errorf("%w: rate limit domain must not be empty", errInvalidRequest)
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, nil, false, fmt.Errorf("%w: rate limit descriptor list must not be empty", errInvalidRequest)
+	}
+	ds, err = s.resolve(snap, req)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := s.decide(ctx, ds); err != nil {
+		s.opts.Metrics.storeError()
+		s.errLog.log(s.opts.Logger, err)
+		if s.opts.OnStoreError == FailUnavailable || ctx.Err() != nil {
+			return nil, nil, false, err
+		}
+		return snap, ds, true, nil
+	}
+	return snap, ds, false, nil
+}
+
+// resolve finds each descriptor's rule, key and hits, applying replaces.
+func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descriptor, error) {
+	domain := req.GetDomain()
+	ds := make([]descriptor, len(req.GetDescriptors()))
+	var replaced map[string]bool
+	var entries []config.Entry
+	for i, d := range req.GetDescriptors() {
+		// Envoy's meaning of hits_addend: a descriptor's own, even 0 (a
+		// peek), else the request's, where 0 (unset) means 1.
+		hits := uint64(max(1, req.GetHitsAddend()))
+		if h := d.GetHitsAddend(); h != nil {
+			hits = h.GetValue()
+		}
+		ds[i].hits = int64(min(hits, maxHits))
+		if !snap.cfg.HasDomain(domain) {
+			continue // an unknown domain limits nothing, even with an override
+		}
+		entries = entries[:0]
+		for _, e := range d.GetEntries() {
+			entries = append(entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		if o := d.GetLimit(); o != nil {
+			r, err := s.overrides.get(s, o)
+			if err != nil {
+				return nil, err
+			}
+			ds[i].rule = r
+		} else if r := snap.cfg.Lookup(domain, entries); r != nil {
+			ds[i].rule = snap.rules[r]
+			for _, name := range r.Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
+				replaced[name] = true
+			}
+		}
+		if r := ds[i].rule; r != nil && !r.unlimited {
+			for j, v := range r.shared {
+				if v != "" && j < len(entries) {
+					entries[j].Value = v
+				}
+			}
+			ds[i].key = stateKey(domain, entries)
+		}
+	}
+	for i := range ds {
+		if r := ds[i].rule; r != nil && r.name != "" && replaced[r.name] && !r.override {
+			ds[i].rule = nil
+		}
+	}
+	return ds, nil
+}
+
+// decide asks the store for every limited descriptor: enforced rules in
+// one all-or-nothing decision, shadow and quota-mode rules in another, so
+// that a rule that does not deny on its own never changes what the
+// enforced ones take.
+func (s *Service) decide(ctx context.Context, ds []descriptor) error {
+	var enforced, shadow []int
+	for i := range ds {
+		r := ds[i].rule
+		if r == nil || r.unlimited || r.block {
+			continue
+		}
+		if r.shadow || r.quota || s.opts.Shadow {
+			shadow = append(shadow, i)
+		} else {
+			enforced = append(enforced, i)
+		}
+	}
+	if len(shadow) == 0 {
+		return s.decideGroup(ctx, ds, enforced)
+	}
+	if len(enforced) == 0 {
+		return s.decideGroup(ctx, ds, shadow)
+	}
+	// Both at once, so that they can share a round trip.
+	var wg sync.WaitGroup
+	var shadowErr error
+	wg.Go(func() { shadowErr = s.decideGroup(ctx, ds, shadow) })
+	err := s.decideGroup(ctx, ds, enforced)
+	wg.Wait()
+	return errors.Join(err, shadowErr)
+}
+
+// decideGroup decides the descriptors at idx together: all of them take
+// their hits, or none does.
+func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
+	// A cost above what a rule can ever admit is denied without asking;
+	// the others of its group are then only peeked at, taking nothing.
+	overCost := false
+	for _, i := range idx {
+		if ds[i].hits > ds[i].rule.spec.MaxCost() {
+			overCost = true
+		}
+	}
+	if len(idx) == 1 && !overCost {
+		d := &ds[idx[0]]
+		res, err := s.store.Decide(ctx, d.key, d.rule.spec, d.hits)
+		if err != nil {
+			return err
+		}
+		d.res, d.decided = res, true
+		return nil
+	}
+	reqs := make([]driver.Request, len(idx))
+	for j, i := range idx {
+		n := ds[i].hits
+		if overCost {
+			n = 0
+		}
+		reqs[j] = driver.Request{Key: ds[i].key, Spec: ds[i].rule.spec, N: n}
+	}
+	results, err := s.store.DecideAll(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		d := &ds[i]
+		d.res, d.decided = results[j], true
+		if overCost {
+			// A peek answers for a cost of 1: judge the real cost against
+			// what remains.
+			d.res.Allowed = d.hits <= d.rule.spec.MaxCost() && d.res.Remaining >= float64(d.hits)
+		}
+	}
+	return nil
+}
