@@ -273,11 +273,12 @@ func (m *envoyModel) apply(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse
 }
 
 // ratekeeperModel predicts ratekeeper-server's answers within one window:
-// envoy's matching and hits, but a request's enforced descriptors are
-// decided all or nothing, so a denied request takes nothing from any of
-// them; its shadow-mode descriptors are decided likewise, apart, so that
-// a rule being tried out never changes what the enforced ones take. The
-// counter of an override is keyed by its value.
+// envoy's matching and hits, but a request's enforced descriptors
+// (requests_per_unit 0 among them) are decided all or nothing, so a
+// denied request takes nothing from any of them; its shadow-mode
+// descriptors are decided likewise, apart, so that a rule being tried out
+// never changes what the enforced ones take. The counter of an override
+// is keyed by its value.
 type ratekeeperModel struct {
 	domains map[string][]*rule
 	counts  map[string]uint64
@@ -319,33 +320,43 @@ func (m *ratekeeperModel) apply(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitRes
 
 // decide decides the descriptors idx all or nothing, fills in their
 // statuses, and reports whether they were denied.
+//
+// Each status's limit_remaining is what its counter has left once the
+// descriptors before it in the request have been counted: after the hits
+// when allowed, and, since a denial takes nothing, before them when
+// denied, OVER_LIMIT included (where envoy, whose counter went over,
+// answers 0). A cost above a limit is denied without counting anything,
+// so there the descriptors before it do not count either.
 func (m *ratekeeperModel) decide(ds []applied, keys []string, idx []int, resp *rlsv3.RateLimitResponse) bool {
 	pending := map[string]uint64{}
-	over := make(map[int]bool)
+	before := map[int]uint64{} // hits of the same key earlier in the request
+	over := map[int]bool{}
+	overCost := false
 	for _, i := range idx {
+		before[i] = pending[keys[i]]
 		pending[keys[i]] += ds[i].hits
 		if m.counts[keys[i]]+pending[keys[i]] > uint64(ds[i].rule.rpu) {
 			over[i] = true
 		}
+		if ds[i].hits > uint64(ds[i].rule.rpu) {
+			overCost = true
+		}
 	}
 	denied := len(over) > 0
-	taken := map[string]uint64{}
 	for _, i := range idx {
 		r := ds[i].rule
-		if over[i] {
-			code := rlsv3.RateLimitResponse_OVER_LIMIT
-			if r.shadow {
-				code = rlsv3.RateLimitResponse_OK
-			}
-			resp.Statuses[i] = limitStatus(r, code, 0)
-			continue
-		}
 		used := m.counts[keys[i]]
-		if !denied {
-			taken[keys[i]] += ds[i].hits
-			used += taken[keys[i]]
+		if !overCost {
+			used += before[i]
 		}
-		resp.Statuses[i] = limitStatus(r, rlsv3.RateLimitResponse_OK, r.rpu-uint32(used))
+		code := rlsv3.RateLimitResponse_OK
+		switch {
+		case !denied:
+			used += ds[i].hits
+		case over[i] && !r.shadow:
+			code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		resp.Statuses[i] = limitStatus(r, code, r.rpu-uint32(min(used, uint64(r.rpu))))
 	}
 	if !denied {
 		for k, n := range pending {

@@ -44,7 +44,13 @@ func okStatus(rpu uint32, u unit, remaining uint32) *rlsv3.RateLimitResponse_Des
 }
 
 func overStatus(rpu uint32, u unit) *rlsv3.RateLimitResponse_DescriptorStatus {
-	return limitStatus(&rule{rpu: rpu, unit: u}, rlsv3.RateLimitResponse_OVER_LIMIT, 0)
+	return overLeft(rpu, u, 0)
+}
+
+// overLeft is ratekeeper's OVER_LIMIT status: the remaining is what is
+// left, since the denial took nothing.
+func overLeft(rpu uint32, u unit, remaining uint32) *rlsv3.RateLimitResponse_DescriptorStatus {
+	return limitStatus(&rule{rpu: rpu, unit: u}, rlsv3.RateLimitResponse_OVER_LIMIT, remaining)
 }
 
 // answer is the expected answer of the statuses: OVER_LIMIT if one is.
@@ -107,10 +113,11 @@ func TestDeniedRequestTakesNothing(t *testing.T) {
 		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
 			envoy: answer(okStatus(5, hour, 2)),
 			rk:    answer(okStatus(5, hour, 2))},
-		// Denied by both; envoy's counter is 6 after it, ratekeeper's 3.
+		// Denied by both; envoy's counter is 6 after it, ratekeeper's 3,
+		// and each says so in limit_remaining.
 		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
 			envoy: answer(overStatus(5, hour)),
-			rk:    answer(overStatus(5, hour))},
+			rk:    answer(overLeft(5, hour, 2))},
 		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
 			envoy: answer(overStatus(5, hour)),
 			rk:    answer(okStatus(5, hour, 0))},
@@ -144,6 +151,22 @@ func TestDenialTakesNothingFromOtherDescriptors(t *testing.T) {
 	})
 }
 
+// TestZeroLimitDenialTakesNothing: a request denied by a rule of
+// requests_per_unit 0 takes nothing from its other descriptors either.
+func TestZeroLimitDenialTakesNothing(t *testing.T) {
+	rules := []*rule{
+		{key: "user", unit: hour, rpu: 5},
+		{key: "blocked", unit: hour, rpu: 0},
+	}
+	runScenario(t, rules, steps{
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("blocked", "b")}},
+		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")}},
+	}.with(
+		answer(okStatus(5, hour, 4), overStatus(0, hour)), answer(okStatus(5, hour, 5), overStatus(0, hour)),
+		answer(okStatus(5, hour, 3)), answer(okStatus(5, hour, 4)),
+	))
+}
+
 // TestEnvoyStopIncrementStillCountsDenials: envoy's
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT spares the other descriptors of
 // a denied request, but still adds the hits of the descriptor that denies
@@ -163,7 +186,7 @@ func TestEnvoyStopIncrementStillCountsDenials(t *testing.T) {
 		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "b")}},
 	}.with(
 		answer(okStatus(5, hour, 2)), answer(okStatus(5, hour, 2)),
-		answer(overStatus(5, hour)), answer(overStatus(5, hour)),
+		answer(overStatus(5, hour)), answer(overLeft(5, hour, 2)),
 		// envoy's counter is at 6 after the denial: 8 now.
 		answer(overStatus(5, hour)), answer(okStatus(5, hour, 0)),
 		answer(okStatus(1, day, 0)), answer(okStatus(1, day, 0)),
