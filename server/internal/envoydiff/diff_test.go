@@ -133,6 +133,7 @@ func twoDomains(t *testing.T, domains map[string][]*rule, tag string, rules func
 type tally struct {
 	requests, agreed                 int
 	envoyOver, envoyOK, rkOver, rkOK int
+	counterless                      int // differences in names and durations
 }
 
 // TestRandomSequences sends the same seeded random requests to both
@@ -153,13 +154,18 @@ func TestRandomSequences(t *testing.T) {
 		seed := uint64(1000 + i)
 		inOneWindow(t, names[i], func(domain string) []string {
 			rng := rand.New(rand.NewPCG(seed, 0))
-			for range requests {
+			var all []string
+			for j := range requests {
 				req := randomRequest(rng, domain)
-				if problems := compareOne(p, envoyM, rkM, req, rng.IntN(4) == 0, &n); problems != nil {
-					return append(problems, fmt.Sprintf("(sequence %d, seed %d, request %d of it)", i, seed, n.requests))
+				problems, stop := compareOne(p, envoyM, rkM, req, rng.IntN(4) == 0, &n)
+				if len(problems) > 0 {
+					all = append(all, append(problems, fmt.Sprintf("(sequence %d, seed %d, request %d of it)", i, seed, j+1))...)
+				}
+				if stop {
+					break
 				}
 			}
-			return nil
+			return all
 		})
 		if t.Failed() {
 			break
@@ -167,6 +173,9 @@ func TestRandomSequences(t *testing.T) {
 	}
 	t.Logf("%d requests: models agreed on %d; envoy denied %d, allowed %d with a limit; ratekeeper denied %d, allowed %d with a limit",
 		n.requests, n.agreed, n.envoyOver, n.envoyOK, n.rkOver, n.rkOK)
+	if n.counterless > maxCounterless {
+		t.Errorf("%d differences in names or durations in all, the first %d above", n.counterless, maxCounterless)
+	}
 	if !t.Failed() {
 		if n.envoyOver == 0 || n.envoyOK == 0 {
 			t.Errorf("envoy denied %d and allowed %d: the sequences must do both", n.envoyOver, n.envoyOK)
@@ -181,10 +190,12 @@ func TestRandomSequences(t *testing.T) {
 	p.finish(t)
 }
 
-// compareOne sends req to both services and returns the problems found,
-// nil if none. Once a service's answer leaves its model, the model no
-// longer knows its counters: the sequence stops there.
-func compareOne(p *pair, envoyM *envoyModel, rkM *ratekeeperModel, req *rlsv3.RateLimitRequest, overHTTP bool, n *tally) []string {
+// compareOne sends req to both services and returns the problems found.
+// Once a service's counters leave its model's, the model no longer knows
+// them: stop says the sequence ends there. A difference in a field that
+// says nothing of the counters (see counterless) lets it go on, so that
+// one run shows more than the first difference.
+func compareOne(p *pair, envoyM *envoyModel, rkM *ratekeeperModel, req *rlsv3.RateLimitRequest, overHTTP bool, n *tally) (problems []string, stop bool) {
 	n.requests++
 	wantEnvoy, wantRK := envoyM.apply(req), rkM.apply(req)
 	agree := proto.Equal(wantEnvoy, wantRK)
@@ -195,18 +206,25 @@ func compareOne(p *pair, envoyM *envoyModel, rkM *ratekeeperModel, req *rlsv3.Ra
 	if overHTTP {
 		via = "POST /json"
 	}
-	var problems []string
+	report := func(problem, diff string) {
+		if !counterless(diff) {
+			stop = true
+		} else if n.counterless++; n.counterless > maxCounterless {
+			return
+		}
+		problems = append(problems, problem)
+	}
 	check := func(s *service, want *rlsv3.RateLimitResponse) call {
 		c := s.ask(req, overHTTP)
 		switch {
 		case c.err != nil:
-			problems = append(problems, fmt.Sprintf("%s over %s: request %s: %v", s.name, via, requestString(req), c.err))
+			problems, stop = append(problems, fmt.Sprintf("%s over %s: request %s: %v", s.name, via, requestString(req), c.err)), true
 		case c.transportIssue != "":
-			problems = append(problems, fmt.Sprintf("%s over %s: request %s: %s", s.name, via, requestString(req), c.transportIssue))
+			problems, stop = append(problems, fmt.Sprintf("%s over %s: request %s: %s", s.name, via, requestString(req), c.transportIssue)), true
 		default:
 			if d := compare(c.resp, want, c, 1); d != "" {
-				problems = append(problems, fmt.Sprintf("%s over %s: request %s:\n\tanswer %s\n\tmodel  %s\n\t%s",
-					s.name, via, requestString(req), responseString(c.resp), responseString(want), d))
+				report(fmt.Sprintf("%s over %s: request %s:\n\tanswer %s\n\tmodel  %s\n\t%s",
+					s.name, via, requestString(req), responseString(c.resp), responseString(want), d), d)
 			}
 		}
 		return c
@@ -214,18 +232,22 @@ func compareOne(p *pair, envoyM *envoyModel, rkM *ratekeeperModel, req *rlsv3.Ra
 	ce := check(p.envoy, wantEnvoy)
 	count(ce.resp, &n.envoyOver, &n.envoyOK)
 	if p.rk == nil {
-		return problems
+		return problems, stop
 	}
 	cr := check(p.rk, wantRK)
 	count(cr.resp, &n.rkOver, &n.rkOK)
 	if agree && ce.err == nil && cr.err == nil {
 		if d := compareReplies(ce, cr); d != "" {
-			problems = append(problems, fmt.Sprintf("over %s, where the models agree: request %s:\n\tenvoy      %s\n\tratekeeper %s\n\t%s",
-				via, requestString(req), responseString(ce.resp), responseString(cr.resp), d))
+			report(fmt.Sprintf("over %s, where the models agree: request %s:\n\tenvoy      %s\n\tratekeeper %s\n\t%s",
+				via, requestString(req), responseString(ce.resp), responseString(cr.resp), d), d)
 		}
 	}
-	return problems
+	return problems, stop
 }
+
+// maxCounterless bounds the differences in names and durations reported
+// by one run: past it they are only counted.
+const maxCounterless = 6
 
 // count counts a denial, or an answer OK with a limit applied.
 func count(r *rlsv3.RateLimitResponse, over, ok *int) {
