@@ -70,6 +70,9 @@ func (s *Service) compile(r *config.Rule) (*rule, error) {
 		}
 		if len(r.Limits) == 1 {
 			c.aligned = alignedPeriod(l)
+			if l.Policy == nil {
+				c.aligned = l.Period // a block: envoy's window of its unit
+			}
 		}
 		c.limits[l.Name] = limit
 	}

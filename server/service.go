@@ -259,8 +259,12 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 // enforced ones take.
 func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	var enforced, shadow []int
+	blocked := false // an enforced limit of 0 denies the request
 	for i := range ds {
 		r := ds[i].rule
+		if r != nil && r.block && ds[i].hits > 0 && !r.shadow && !r.quota && !s.opts.Shadow {
+			blocked = true
+		}
 		if r == nil || r.unlimited || r.block {
 			continue
 		}
@@ -271,37 +275,39 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 		}
 	}
 	if len(shadow) == 0 {
-		return s.decideGroup(ctx, ds, enforced)
+		return s.decideGroup(ctx, ds, enforced, blocked)
 	}
 	if len(enforced) == 0 {
-		return s.decideGroup(ctx, ds, shadow)
+		return s.decideGroup(ctx, ds, shadow, false)
 	}
 	// Both at once, so that they can share a round trip.
 	var wg sync.WaitGroup
 	var shadowErr error
-	wg.Go(func() { shadowErr = s.decideGroup(ctx, ds, shadow) })
-	err := s.decideGroup(ctx, ds, enforced)
+	wg.Go(func() { shadowErr = s.decideGroup(ctx, ds, shadow, false) })
+	err := s.decideGroup(ctx, ds, enforced, blocked)
 	wg.Wait()
 	return errors.Join(err, shadowErr)
 }
 
 // decideGroup decides the descriptors at idx together: all of them take
-// their hits, or none does.
-func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int) error {
+// their hits, or none does. With denied, another descriptor of the
+// request has already denied it: they are only looked at.
+func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, denied bool) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	start := time.Now()
 	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
-	// A cost above what a rule can ever admit is denied without asking;
-	// the others of its group are then only peeked at, taking nothing.
-	overCost := false
+	// A cost above what a rule can ever admit is denied without asking.
+	// When the request is denied so, or by a limit of 0, its descriptors
+	// are only looked at, taking nothing.
+	lookOnly := denied
 	for _, i := range idx {
 		if ds[i].hits > ds[i].rule.spec.MaxCost() {
-			overCost = true
+			lookOnly = true
 		}
 	}
-	if len(idx) == 1 && !overCost {
+	if len(idx) == 1 && !lookOnly {
 		d := &ds[idx[0]]
 		res, err := s.store.Decide(ctx, d.key, d.rule.spec, d.hits)
 		if err != nil {
@@ -313,7 +319,7 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int) e
 	reqs := make([]driver.Request, len(idx))
 	for j, i := range idx {
 		n := ds[i].hits
-		if overCost {
+		if lookOnly {
 			n = 0
 		}
 		reqs[j] = driver.Request{Key: ds[i].key, Spec: ds[i].rule.spec, N: n}
@@ -325,7 +331,7 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int) e
 	for j, i := range idx {
 		d := &ds[i]
 		d.res, d.decided = results[j], true
-		if overCost {
+		if lookOnly {
 			// A peek answers for a cost of 1: judge the real cost against
 			// what remains.
 			d.res.Allowed = d.hits <= d.rule.spec.MaxCost() && d.res.Remaining >= float64(d.hits)
