@@ -73,7 +73,7 @@ func redisClient(t *testing.T) *redis.Client {
 	return c
 }
 
-func loadConfig(t *testing.T, yaml string) *config.Config {
+func loadConfig(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
