@@ -59,8 +59,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
@@ -421,53 +419,34 @@ func drive(ctx context.Context, decide decideFunc, keys []string, conc int, dead
 	if dur <= 0 {
 		return sample{}, nil
 	}
-	var stop atomic.Bool
 	workers := make([]worker, conc)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for g := range workers {
+	elapsed := measure.Drive(ctx, conc, dur, func(g int, rng *rand.Rand) bool {
 		w := &workers[g]
-		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(g)))
-		wg.Go(func() {
-			for !stop.Load() {
-				key := keys[rng.IntN(len(keys))]
-				t0 := time.Now()
-				callCtx, cancel := context.Background(), context.CancelFunc(nil)
-				if deadline > 0 {
-					callCtx, cancel = context.WithDeadline(callCtx, t0.Add(deadline))
-				}
-				allowed, err := decide(callCtx, key)
-				lat := time.Since(t0)
-				if cancel != nil {
-					cancel()
-				}
-				switch {
-				case err != nil:
-					if w.errs++; w.firstErr == nil {
-						w.firstErr = err
-					}
-					if ctx.Err() != nil {
-						return
-					}
-				case allowed:
-					w.allowed++
-					w.hist.Record(lat)
-				default:
-					w.denied++
-					w.hist.Record(lat)
-				}
+		key := keys[rng.IntN(len(keys))]
+		t0 := time.Now()
+		callCtx, cancel := context.Background(), context.CancelFunc(nil)
+		if deadline > 0 {
+			callCtx, cancel = context.WithDeadline(callCtx, t0.Add(deadline))
+		}
+		allowed, err := decide(callCtx, key)
+		lat := time.Since(t0)
+		if cancel != nil {
+			cancel()
+		}
+		switch {
+		case err != nil:
+			if w.errs++; w.firstErr == nil {
+				w.firstErr = err
 			}
-		})
-	}
-	timer := time.NewTimer(dur)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-	}
-	stop.Store(true)
-	wg.Wait()
-	elapsed := time.Since(start)
+			return ctx.Err() == nil
+		case allowed:
+			w.allowed++
+		default:
+			w.denied++
+		}
+		w.hist.Record(lat)
+		return true
+	})
 
 	s := sample{hist: new(measure.Histogram), elapsed: elapsed}
 	hist := s.hist

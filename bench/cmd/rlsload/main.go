@@ -52,8 +52,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -578,51 +576,31 @@ func drive(ctx context.Context, cfg config, clients []rlsv3.RateLimitServiceClie
 	if dur <= 0 {
 		return sample{hist: new(measure.Histogram)}, nil
 	}
-	var stop atomic.Bool
 	workers := make([]worker, conc)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for g := range workers {
-		w := &workers[g]
-		client := clients[g%len(clients)]
-		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(g)))
-		wg.Go(func() {
-			for !stop.Load() {
-				req := reqs[rng.IntN(len(reqs))]
-				cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-				t0 := time.Now()
-				resp, err := client.ShouldRateLimit(cctx, req)
-				lat := time.Since(t0)
-				cancel()
-				if err == nil && len(resp.GetStatuses()) != len(req.Descriptors) {
-					err = fmt.Errorf("%d statuses for %d descriptors", len(resp.GetStatuses()), len(req.Descriptors))
-				}
-				if err != nil {
-					if w.errs++; w.firstErr == nil {
-						w.firstErr = err
-					}
-					if ctx.Err() != nil {
-						return
-					}
-					continue
-				}
-				w.calls++
-				if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-					w.overLimit++
-				}
-				w.hist.Record(lat)
+	elapsed := measure.Drive(ctx, conc, dur, func(g int, rng *rand.Rand) bool {
+		w, client := &workers[g], clients[g%len(clients)]
+		req := reqs[rng.IntN(len(reqs))]
+		cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		t0 := time.Now()
+		resp, err := client.ShouldRateLimit(cctx, req)
+		lat := time.Since(t0)
+		cancel()
+		if err == nil && len(resp.GetStatuses()) != len(req.Descriptors) {
+			err = fmt.Errorf("%d statuses for %d descriptors", len(resp.GetStatuses()), len(req.Descriptors))
+		}
+		if err != nil {
+			if w.errs++; w.firstErr == nil {
+				w.firstErr = err
 			}
-		})
-	}
-	timer := time.NewTimer(dur)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-	}
-	stop.Store(true)
-	wg.Wait()
-	elapsed := time.Since(start)
+			return ctx.Err() == nil
+		}
+		w.calls++
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			w.overLimit++
+		}
+		w.hist.Record(lat)
+		return true
+	})
 
 	s := sample{hist: new(measure.Histogram), elapsed: elapsed}
 	var firstErr error
