@@ -120,7 +120,12 @@ func check(path string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid, %d domains\n", path, len(cfg.Domains()))
+	n := len(cfg.Domains())
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(stdout, "%s: valid, %d domain%s\n", path, n, plural)
 	return 0
 }
 
