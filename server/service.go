@@ -190,6 +190,9 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 		return nil, nil, false, err
 	}
 	if err := s.decide(ctx, ds); err != nil {
+		if errors.Is(err, driver.ErrTooManyRequests) {
+			return nil, nil, false, fmt.Errorf("%w: %w", errInvalidRequest, err)
+		}
 		s.opts.Metrics.storeError()
 		s.errLog.log(s.opts.Logger, err)
 		if s.opts.OnStoreError == FailUnavailable || ctx.Err() != nil {

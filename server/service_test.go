@@ -577,3 +577,15 @@ func crc16(b []byte) uint16 {
 	}
 	return crc
 }
+
+func TestTooManyDescriptors(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{})
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for i := range 100 {
+		ds = append(ds, desc("user", strconv.Itoa(i)))
+	}
+	_, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "test", Descriptors: ds})
+	if !errors.Is(err, errInvalidRequest) || !strings.Contains(grpcError(err).Error(), "InvalidArgument") {
+		t.Fatalf("100 limited descriptors: %v", err)
+	}
+}
