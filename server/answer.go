@@ -94,11 +94,7 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, name
 		if l == nil {
 			continue
 		}
-		mult := time.Duration(1)
-		if m := l.GetUnitMultiplier(); m != nil {
-			mult = time.Duration(max(m.GetValue(), 1))
-		}
-		w := int64((unitPeriod(l.GetUnit()) * mult) / time.Second)
+		w := int64(limitPeriod(l) / time.Second)
 		if w <= 0 {
 			continue
 		}

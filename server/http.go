@@ -224,11 +224,7 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 		out[i].Shadow = r.shadow || s.opts.Shadow
 		if l := st.GetCurrentLimit(); l != nil {
 			out[i].Limit = l.GetRequestsPerUnit()
-			mult := time.Duration(1)
-			if m := l.GetUnitMultiplier(); m != nil {
-				mult = time.Duration(m.GetValue())
-			}
-			if p := unitPeriod(l.GetUnit()) * mult; p > 0 {
+			if p := limitPeriod(l); p > 0 {
 				out[i].Period = p.String()
 			}
 		}

@@ -34,10 +34,10 @@ type rule struct {
 	block    bool
 	override bool // made from a request's limit override
 	spec     *driver.ValidSpec
-	// limits are the current_limit of each of the spec's policies, by
-	// policy name (for a single policy, under its only name).
-	limits map[string]*rlsv3.RateLimitResponse_RateLimit
+	// first is the current_limit of its (first) limit; limits, for a rule
+	// of several, each one's by name, so that the binding one is reported.
 	first  *rlsv3.RateLimitResponse_RateLimit
+	limits map[string]*rlsv3.RateLimitResponse_RateLimit
 	// aligned: its window is aligned to the clock, as envoy's are, and
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
@@ -47,47 +47,37 @@ type rule struct {
 // compile prepares a configured rule.
 func (s *Service) compile(r *config.Rule) (*rule, error) {
 	c := &rule{label: r.Name, unlimited: r.Unlimited, shadow: r.Shadow, quota: r.QuotaMode,
-		limits: map[string]*rlsv3.RateLimitResponse_RateLimit{}}
+		shared: r.SharedValues, block: r.BlocksAll(), metrics: s.opts.Metrics.rule(r.Domain, r.Name)}
 	if r.ExplicitName {
 		c.name = r.Name // only rate_limit names can be replaced, as in envoy
 	}
-	c.shared = r.SharedValues
-	c.metrics = s.opts.Metrics.rule(r.Domain, r.Name)
 	if r.Unlimited {
 		return c, nil
 	}
-	policy := r.Policy()
-	for _, l := range r.Limits {
-		limit := currentLimit(r, l)
-		if len(r.Limits) > 1 {
+	if len(r.Limits) == 1 {
+		l := r.Limits[0]
+		c.first = currentLimit(r, l)
+		c.aligned = alignedPeriod(l)
+	} else {
+		// An All's Results name their binding policy: report its limit.
+		c.limits = make(map[string]*rlsv3.RateLimitResponse_RateLimit, len(r.Limits))
+		for i, l := range r.Limits {
+			limit := currentLimit(r, l)
 			limit.Name = l.Name
-		}
-		if l.Policy == nil {
-			c.block = true
-		}
-		if c.first == nil {
-			c.first = limit
-		}
-		if len(r.Limits) == 1 {
-			c.aligned = alignedPeriod(l)
-			if l.Policy == nil {
-				c.aligned = l.Period // a block: envoy's window of its unit
+			c.limits[l.Name] = limit
+			if i == 0 {
+				c.first = limit
 			}
 		}
-		c.limits[l.Name] = limit
 	}
 	if c.block {
 		return c, nil
 	}
-	lim, err := ratekeeper.New(s.store, policy)
+	lim, err := ratekeeper.New(s.store, r.Policy())
 	if err != nil {
 		return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
 	}
 	c.spec = lim.Spec()
-	if len(r.Limits) == 1 {
-		// A single policy's Results carry the policy's own name.
-		c.limits = map[string]*rlsv3.RateLimitResponse_RateLimit{lim.Name(): c.first}
-	}
 	return c, nil
 }
 
@@ -131,12 +121,26 @@ func periodUnit(p time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32
 }
 
 // alignedPeriod is the period of an envoy-style limit (a fixed window
-// aligned to its unit), or 0 for any other.
+// aligned to its unit, or a limit of 0, which envoy counts in the same
+// windows), or 0 for any other.
 func alignedPeriod(l config.Limit) time.Duration {
+	if l.Policy == nil {
+		return l.Period
+	}
 	if fw, ok := l.Policy.(ratekeeper.FixedWindow); ok && fw.Aligned {
 		return fw.Window
 	}
 	return 0
+}
+
+// limitPeriod is the period of a response's limit: its unit times its
+// multiplier; 0 for an unknown unit.
+func limitPeriod(l *rlsv3.RateLimitResponse_RateLimit) time.Duration {
+	mult := time.Duration(1)
+	if m := l.GetUnitMultiplier(); m != nil {
+		mult = time.Duration(max(m.GetValue(), 1))
+	}
+	return unitPeriod(l.GetUnit()) * mult
 }
 
 // unitPeriod is the length of an envoy unit, as envoy counts it.
@@ -227,7 +231,6 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 		return nil, fmt.Errorf("%w: limit override: %w", errInvalidRequest, err)
 	}
 	r.spec = lim.Spec()
-	r.limits = map[string]*rlsv3.RateLimitResponse_RateLimit{name: limit}
 	return r, nil
 }
 
