@@ -371,17 +371,7 @@ func (w *walker) integer(f *field, lo, hi int64) (int64, bool) {
 // list returns the elements of a list field, each a mapping; null is an
 // empty list.
 func (w *walker) list(f *field) []*yaml.Node {
-	if f == nil {
-		return nil
-	}
-	if f.v.Kind == yaml.ScalarNode && resolve(f.v).kind == kindNull {
-		return nil
-	}
-	if f.v.Kind != yaml.SequenceNode {
-		if f.v.Kind == yaml.ScalarNode {
-			w.notFloat(f.v, f.path)
-		}
-		w.errorf(f.v, f.path, "must be a list, not %s", describe(f.v))
+	if !w.is(f, yaml.SequenceNode, "a list") {
 		return nil
 	}
 	var out []*yaml.Node
@@ -402,20 +392,26 @@ func (w *walker) list(f *field) []*yaml.Node {
 // mapping returns a mapping field; nil for null, as yaml.v2 leaves a
 // pointer nil.
 func (w *walker) mapping(f *field) *yaml.Node {
-	if f == nil {
-		return nil
-	}
-	if f.v.Kind == yaml.ScalarNode && resolve(f.v).kind == kindNull {
-		return nil
-	}
-	if f.v.Kind != yaml.MappingNode {
-		if f.v.Kind == yaml.ScalarNode {
-			w.notFloat(f.v, f.path)
-		}
-		w.errorf(f.v, f.path, "must be a mapping, not %s", describe(f.v))
+	if !w.is(f, yaml.MappingNode, "a mapping") {
 		return nil
 	}
 	return f.v
+}
+
+// is reports whether f holds a node of kind. An absent or null field does
+// not, silently; any other node is an error saying it must be what.
+func (w *walker) is(f *field, kind yaml.Kind, what string) bool {
+	if f == nil || f.v.Kind == yaml.ScalarNode && resolve(f.v).kind == kindNull {
+		return false
+	}
+	if f.v.Kind != kind {
+		if f.v.Kind == yaml.ScalarNode {
+			w.notFloat(f.v, f.path)
+		}
+		w.errorf(f.v, f.path, "must be %s, not %s", what, describe(f.v))
+		return false
+	}
+	return true
 }
 
 // describe names a node's type for an error message.
