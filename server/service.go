@@ -209,6 +209,7 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 	ds := make([]descriptor, len(req.GetDescriptors()))
 	var replaced map[string]bool
 	var entries []config.Entry
+	known := snap.cfg.HasDomain(domain)
 	for i, d := range req.GetDescriptors() {
 		// Envoy's meaning of hits_addend: a descriptor's own, even 0 (a
 		// peek), else the request's, where 0 (unset) means 1.
@@ -217,7 +218,7 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 			hits = h.GetValue()
 		}
 		ds[i].hits = int64(min(hits, maxHits))
-		if !snap.cfg.HasDomain(domain) {
+		if !known {
 			continue // an unknown domain limits nothing, even with an override
 		}
 		entries = entries[:0]
