@@ -92,7 +92,7 @@ func checkWindow(s *driver.Spec) (int64, error) {
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
 // State: v[0] the count, v[1] the start of the window. Params.Rate is 1
 // for windows aligned to the epoch.
-func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	limit, aligned, window := p.Capacity, p.Rate, p.Interval
 	count, start := int64(0), now
 	if aligned == 1 {
@@ -102,7 +102,7 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, take bool) outcom
 		count, start = st.V[0], st.V[1]
 	}
 	allowed := count+want(n) <= limit
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		count += n
 		st.Live, st.V[0], st.V[1] = true, count, start
 	}

@@ -70,7 +70,7 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 // theoretical arrival time; at or before now, the key is as good as fresh.
 // A clock gone back puts it further ahead of now: a longer wait, never
 // more allowance.
-func stepGCRA(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepGCRA(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	interval, burst := p.Interval, p.Capacity
 	tat := now
 	if st.Live && st.V[0] > now {
@@ -79,7 +79,7 @@ func stepGCRA(p driver.Params, st *state, now, n int64, take bool) outcome {
 	tolerance := burst * interval
 	next := tat + want(n)*interval
 	allowed := next-now <= tolerance
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		tat = next
 		st.Live, st.V[0] = true, tat
 	}

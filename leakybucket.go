@@ -125,7 +125,7 @@ func checkLeakyBucket(s *driver.Spec) (int64, error) {
 // is empty, in µs, rounded up; v[1] the ticks it was rounded up by, below
 // rate. Like GCRA's, the state is a time, so a key outlives a change of
 // LeakRate (it is misread by less than a microsecond).
-func stepLeakyBucket(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepLeakyBucket(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
 	empty, spare := now, int64(0)
 	if st.Live && st.V[0] > now {
@@ -136,7 +136,7 @@ func stepLeakyBucket(p driver.Params, st *state, now, n int64, take bool) outcom
 	// The level leaves room for need once wait <= fits.
 	fits := (capacity - need + spare) / rate
 	allowed := wait <= fits
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		// need − spare > −rate: the bucket empties step µs later.
 		step := ceilDiv(need-spare+rate, rate) - 1
 		empty, spare = empty+step, step*rate-(need-spare)

@@ -38,7 +38,7 @@ func init() {
 // window (a multiple of Window), v[1] the previous window's count, v[2] the
 // current window's. The estimate at offset r into the window is
 // prev·(Window−r)/Window + curr, compared exactly in integers.
-func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	limit, window := p.Capacity, p.Interval
 	start := now - now%window
 	var prev, curr int64
@@ -57,7 +57,7 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, take boo
 	weighted := prev - mulDiv(prev, r, window)
 	room := limit - curr - need
 	allowed := room >= 0 && weighted <= room
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		curr += n
 		st.Live, st.V = true, [3]int64{start, prev, curr}
 	}

@@ -77,7 +77,7 @@ func logUpTo(first, e logEntry) int64 {
 // sliding_window_log.lua keeps. State: the entries of admitted requests,
 // in time order, in st.More as a *logEntries; an entry admitted at t
 // counts until t + Window.
-func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	limit, window := p.Capacity, p.Interval
 	var log []logEntry
 	logp, _ := st.More.(*logEntries)
@@ -104,7 +104,7 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, take bool) o
 	}
 	need := want(n)
 	allowed := used+need <= limit
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		if logp == nil {
 			logp = new(logEntries)
 			st.More = logp

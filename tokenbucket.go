@@ -77,7 +77,7 @@ func checkTokenBucket(s *driver.Spec) (int64, error) {
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
 // State: v[0] tokens in millionths, v[1] the time of the last refill step.
-func stepTokenBucket(p driver.Params, st *state, now, n int64, take bool) outcome {
+func stepTokenBucket(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	capacity, rate, interval := p.Capacity, p.Rate, p.Interval
 	tokens, last := capacity, now
 	if st.Live {
@@ -98,7 +98,7 @@ func stepTokenBucket(p driver.Params, st *state, now, n int64, take bool) outcom
 	}
 	need := want(n) * unit
 	allowed := tokens >= need
-	if allowed && take {
+	if allowed && mode == driver.Take {
 		tokens -= need
 		st.Live, st.V[0], st.V[1] = true, tokens, last
 	}

@@ -128,10 +128,11 @@ type Algorithm struct {
 	Check func(s *Spec) (window int64, err error)
 	// Step is the model: it decides a request of cost n (0 peeks: it
 	// answers for a cost of 1) at time now, in microseconds since the
-	// Unix epoch, against st, and with take consumes n from st when the
-	// request is allowed. Without take it consumes nothing, and an
-	// allowed request reports the state as it is. It may assume a Spec
-	// that passed Check and 1 <= max(n, 1) <= Limit.
+	// Unix epoch, against st, as mode says (see Mode). With Take it
+	// consumes n from st when the request is allowed; with Check it
+	// consumes nothing, and an allowed request reports the state as it
+	// is. It may assume a Spec that passed Check, 1 <= max(n, 1) <= Limit,
+	// and n > 0 with Take.
 	//
 	// A clock that goes back never makes a state's time go back: each
 	// model decides at now or, while now is behind it, at the latest time
@@ -142,7 +143,7 @@ type Algorithm struct {
 	// needs no such care: a clock gone back only puts its theoretical
 	// arrival time further ahead. RetryAfter and ResetAfter count from
 	// now, on the clock that must reach them.
-	Step func(p Params, st *State, now, n int64, take bool) Outcome
+	Step func(p Params, st *State, now, n int64, mode Mode) Outcome
 	// Short is a short form of the name, for stores' keys: "tb".
 	Short string
 	// Variant, if set, names the variant of the algorithm that a Spec's

@@ -80,21 +80,21 @@ func (v *ValidSpec) Step(st *State, now, n int64, out []Outcome) {
 // StepOne is Step for a spec other than an All. It returns the zero
 // Outcome for an All, whose parts' states are apart (see StepAll).
 func (v *ValidSpec) StepOne(st *State, now, n int64) Outcome {
-	if v.alg == nil {
-		return Outcome{}
-	}
-	return v.alg.Step(v.spec.Params, st, now, n, n > 0)
+	return v.Decide(st, now, n, Take)
 }
 
-// Decide is StepOne with the choice to consume: without take, it decides
-// a request of cost n (0 answers for 1) and consumes nothing, reporting
-// the state as it is; with take, it is StepOne. It returns the zero
-// Outcome for an All.
-func (v *ValidSpec) Decide(st *State, now, n int64, take bool) Outcome {
+// Decide is StepOne in a given mode: with Check, it decides a request of
+// cost n (0 answers for 1) and consumes nothing, reporting the state as it
+// is; with Take, it is StepOne. A Take of n = 0 is a Check. It returns the
+// zero Outcome for an All.
+func (v *ValidSpec) Decide(st *State, now, n int64, mode Mode) Outcome {
 	if v.alg == nil {
 		return Outcome{}
 	}
-	return v.alg.Step(v.spec.Params, st, now, n, take && n > 0)
+	if n == 0 && mode == Take {
+		mode = Check
+	}
+	return v.alg.Step(v.spec.Params, st, now, n, mode)
 }
 
 // StepAll is Step for an All spec whose parts' states are kept apart, as
@@ -105,13 +105,13 @@ func (v *ValidSpec) StepAll(sts []*State, now, n int64, out []Outcome) {
 	allowed := true
 	for i := range v.parts {
 		p := &v.parts[i]
-		out[i] = p.alg.Step(p.spec.Params, sts[i], now, n, false)
+		out[i] = p.alg.Step(p.spec.Params, sts[i], now, n, Check)
 		allowed = allowed && out[i].Allowed
 	}
 	if allowed && n > 0 {
 		for i := range v.parts {
 			p := &v.parts[i]
-			out[i] = p.alg.Step(p.spec.Params, sts[i], now, n, true)
+			out[i] = p.alg.Step(p.spec.Params, sts[i], now, n, Take)
 		}
 	}
 }

@@ -170,7 +170,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	allowed := true
 	if !shared {
 		for i, p := range m.parts {
-			out[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, false)
+			out[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, driver.Check)
 			allowed = allowed && (out[i].Allowed || p.n == 0)
 		}
 		if allowed {
@@ -186,7 +186,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	}
 	peeks := make([]driver.Outcome, len(m.parts))
 	for i, p := range m.parts {
-		peeks[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, false)
+		peeks[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, driver.Check)
 		out[i] = peeks[i]
 		if peeks[i].Allowed && p.n > 0 {
 			out[i] = m.take(p, now)
@@ -202,7 +202,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 // take takes p's cost from its trial state.
 func (m *multi) take(p part, now int64) driver.Outcome {
 	t := &m.trials[p.trial]
-	o := p.spec.Decide(&t.state, now, p.n, true)
+	o := p.spec.Decide(&t.state, now, p.n, driver.Take)
 	t.took, t.expires = true, now+o.ResetAfter
 	return o
 }

@@ -478,7 +478,7 @@ func TestWrongType(t *testing.T) {
 func TestUnknownAlgorithm(t *testing.T) {
 	driver.Register("no_script", driver.Algorithm{
 		Check: func(s *driver.Spec) (int64, error) { return 1, nil },
-		Step:  func(driver.Params, *driver.State, int64, int64, bool) driver.Outcome { return driver.Outcome{} },
+		Step:  func(driver.Params, *driver.State, int64, int64, driver.Mode) driver.Outcome { return driver.Outcome{} },
 		Short: "ns",
 	})
 	spec, err := driver.Validate(driver.Spec{Algorithm: "no_script", Limit: 1, MaxCost: 1})
