@@ -35,9 +35,9 @@ e2e:
 	./scripts/need-chromium.sh
 	cd e2e && RATEKEEPER_E2E=1 go test -race -count=1 ./...
 
-# The demo on http://localhost:8080: Redis from REDIS_URL, else
+# The demo on http://localhost:8090 (loopback only): Redis from REDIS_URL, else
 # localhost:6379, else limits kept in process. Its flags go in ARGS, as in
-# make demo ARGS='-addr :9090'.
+# make demo ARGS='-addr 127.0.0.1:9090'.
 demo:
 	go run ./cmd/ratekeeper-demo $(ARGS)
 

@@ -1,9 +1,13 @@
 package ratekeeper
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -59,4 +63,45 @@ func TestLeakyBucketTooSlow(t *testing.T) {
 			t.Errorf("%+v: accepted", p)
 		}
 	}
+}
+
+// TestLeakyBucketDocFigures checks the ticks docs/algorithms.md quotes
+// for the leaky bucket against leakTicks.
+func TestLeakyBucketDocFigures(t *testing.T) {
+	doc, err := os.ReadFile("docs/algorithms.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, tc := range []struct {
+		capacity int64
+		leakRate float64
+		quote    string // where the doc states R, followed by " = R for"
+	}{
+		{5, 0.7, "at 0.7 per second (R"},
+		{10, 10.0 / 3600, "at ten per hour (R"},
+		{10, 1.0 / 3600, "at one per hour (R"},
+	} {
+		_, rate, ok := leakTicks(tc.capacity, tc.leakRate)
+		if !ok {
+			t.Fatalf("leakTicks(%d, %g) failed", tc.capacity, tc.leakRate)
+		}
+		want := fmt.Sprintf("%s = %s for", tc.quote, thousands(rate))
+		if !strings.Contains(text, want) {
+			t.Errorf("docs/algorithms.md lacks %q", want)
+		}
+		if !strings.Contains(text, fmt.Sprintf("%s = %s for %d)", tc.quote, thousands(rate), tc.capacity)) &&
+			!strings.Contains(text, fmt.Sprintf("%s = %s for a `Capacity` of %d)", tc.quote, thousands(rate), tc.capacity)) {
+			t.Errorf("docs/algorithms.md quotes R for another capacity than %d: want %q", tc.capacity, want)
+		}
+	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

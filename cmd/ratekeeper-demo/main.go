@@ -6,13 +6,15 @@
 //
 // Usage:
 //
-//	ratekeeper-demo [-addr :8080] [-redis URL]
+//	ratekeeper-demo [-addr 127.0.0.1:8090] [-redis URL]
 //
 // The limits live in the Redis named by -redis or REDIS_URL (redis:// or
 // rediss://, with a username and password if needed); the demo exits if
 // that Redis cannot be reached. With neither, it tries
 // redis://localhost:6379 and, if nothing answers there, keeps the limits
-// in process. The listen address is -addr, else :$PORT, else :8080.
+// in process. The listen address is -addr, else :$PORT (every interface,
+// as platforms that set PORT expect), else 127.0.0.1:8090: loopback only,
+// and beside ratekeeper-server, whose HTTP port is envoy's 8080.
 //
 // The HTTP API, compatible with the token bucket demo it grew from:
 //
@@ -75,7 +77,7 @@ func main() {
 // run serves the demo until ctx ends, then shuts down gracefully.
 func run(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger) error {
 	flags := flag.NewFlagSet("ratekeeper-demo", flag.ContinueOnError)
-	addr := flags.String("addr", "", "listen `address` (default :$PORT, or :8080)")
+	addr := flags.String("addr", "", "listen `address` (default :$PORT, or "+defaultAddr+")")
 	// No default from REDIS_URL here: -h would print its password.
 	redisURL := flags.String("redis", "", "Redis `URL`, such as redis://user:password@host:6379/0 or rediss://... (default $REDIS_URL)")
 	if err := flags.Parse(args); err != nil {
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		return fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
 	if *addr == "" {
-		*addr = ":8080"
+		*addr = defaultAddr
 		if port := getenv("PORT"); port != "" {
 			*addr = ":" + port
 		}
@@ -123,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Info("serving on " + pageURL(ln.Addr()))
+	logger.Info("serving on "+pageURL(ln.Addr()), "listen", listening(ln.Addr()))
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -138,6 +140,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, logger 
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// defaultAddr is where the demo listens unless told: loopback only, since
+// it is a toy that anyone who reaches it may reconfigure.
+const defaultAddr = "127.0.0.1:8090"
+
+// listening says exactly what a listener accepts: its address, and
+// whether that is every interface.
+func listening(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return a.String() + " (every interface)"
+	}
+	return a.String()
 }
 
 // pageURL is the address to open in a browser.

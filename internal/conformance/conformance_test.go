@@ -209,7 +209,7 @@ var policies = []policyCase{
 	{"swc7per700ms", ratekeeper.SlidingWindowCounter{Limit: 7, Window: 700 * time.Millisecond}, 100 * time.Millisecond},
 	// One request drains in 1,428,571.43µs, held in ticks of 1/78,812,993µs.
 	{"lb5_0.7ps", ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 0.7}, 1_428_572 * time.Microsecond},
-	// Ten per hour, in ticks of 1/15,637µs; and 30 per µs, where one
+	// One per hour, in ticks of 1/15,637µs; and 30 per µs, where one
 	// request drains in a fraction of a microsecond.
 	{"lb10_1per3600s", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1.0 / 3600}, time.Hour},
 	{"lb1000_3e7ps", ratekeeper.LeakyBucket{Capacity: 1000, LeakRate: 3e7}, time.Microsecond},

@@ -163,7 +163,7 @@ func TestLeakyBucketConcurrentDecisions(t *testing.T) {
 }
 
 // TestLeakyBucketSlowRates runs rates slower than one request a second,
-// such as ten per hour, and checks every wait against the exact rate: no
+// such as one per hour, and checks every wait against the exact rate: no
 // earlier (the rounding only ever makes the limit stricter) and later by
 // at most a microsecond per request in the bucket, plus one for rounding
 // the wait up to a whole microsecond.
@@ -173,7 +173,8 @@ func TestLeakyBucketSlowRates(t *testing.T) {
 		name   string
 		policy ratekeeper.LeakyBucket
 	}{
-		{"10_per_hour", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1.0 / 3600}},
+		{"1_per_hour", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1.0 / 3600}},
+		{"10_per_hour", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 10.0 / 3600}},
 		{"1_per_1800s", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1.0 / 1800}},
 		{"0.0014_per_s", ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 0.0014}},
 		{"1_per_MaxPeriod", ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 1 / ratekeeper.MaxPeriod.Seconds()}},
