@@ -67,7 +67,8 @@ type FailureHandler func(w http.ResponseWriter, r *http.Request, next http.Handl
 //     the Result in its context (ResultFromContext);
 //   - denied: 429 Too Many Requests with Retry-After (WithDeniedHandler);
 //   - no key or invalid cost: 400 Bad Request (WithErrorHandler);
-//   - the store failed: served, or 503 with FailClosed.
+//   - the store failed: served, or 503 with FailClosed;
+//   - exempt (WithExempt): served as it is, without a decision.
 //
 // The fields are, with name the limiter's Name, and every time rounded up
 // to whole seconds so that a client waiting for it never comes too early:
@@ -136,18 +137,44 @@ type middleware struct {
 	policyField string
 }
 
-type resultKey struct{}
+type decisionKey struct{}
+
+// decision is what Middleware leaves in a request's context: the key it
+// used and the Result of its decision, for the handler behind it.
+type decision struct {
+	key string
+	res ratekeeper.Result
+}
 
 // ResultFromContext returns the Result of the decision on the request
 // whose context is ctx, for handlers behind Middleware and for denied
 // handlers. ok is false when no decision was made (for instance while the
 // limiter fails).
 func ResultFromContext(ctx context.Context) (res ratekeeper.Result, ok bool) {
-	res, ok = ctx.Value(resultKey{}).(ratekeeper.Result)
-	return res, ok
+	d, ok := ctx.Value(decisionKey{}).(*decision)
+	if !ok {
+		return ratekeeper.Result{}, false
+	}
+	return d.res, true
+}
+
+// KeyFromContext returns the rate limit key Middleware derived for the
+// request whose context is ctx (by its KeyFunc), for handlers behind it
+// and for denied handlers: the key to charge a cost learnt while
+// serving, or to log. ok is false when no decision was made.
+func KeyFromContext(ctx context.Context) (key string, ok bool) {
+	d, ok := ctx.Value(decisionKey{}).(*decision)
+	if !ok {
+		return "", false
+	}
+	return d.key, true
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if m.exempt != nil && m.exempt(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
 	key, err := m.key(r)
 	if err == nil && key == "" {
 		err = errors.New("httplimit: empty rate limit key")
@@ -179,7 +206,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.setFields(w.Header(), res, time.Now())
-	r = r.WithContext(context.WithValue(r.Context(), resultKey{}, res))
+	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &decision{key: key, res: res}))
 	if res.Allowed || cost == 0 {
 		next.ServeHTTP(w, r)
 		return

@@ -267,3 +267,32 @@ func validPort(p string) bool {
 	}
 	return len(p) <= 5 && strings.Trim(p, "0123456789") == ""
 }
+
+// PerRoute returns a KeyFunc that keys each request on key's key and the
+// route that serves it, so that every route of a client has a limit of
+// its own: "<pattern> <key>", as in "GET /items/{id} ip:192.0.2.1". The
+// route is the ServeMux pattern that matched the request
+// (Request.Pattern) when the middleware wraps a handler registered on the
+// mux; when it wraps the whole mux, mux says which pattern will match
+// (ServeMux.Handler). Keying on the pattern rather than the path keeps a
+// client from minting limits of its own with /items/1, /items/2, ...; all
+// requests that no pattern matches share one route, "". With a nil mux,
+// only Request.Pattern is used.
+//
+//	httplimit.WithKeyFunc(httplimit.PerRoute(mux, httplimit.ClientIP()))
+func PerRoute(mux *http.ServeMux, key KeyFunc) KeyFunc {
+	if key == nil {
+		key = ClientIP()
+	}
+	return func(r *http.Request) (string, error) {
+		k, err := key(r)
+		if err != nil {
+			return "", err
+		}
+		pattern := r.Pattern
+		if pattern == "" && mux != nil {
+			_, pattern = mux.Handler(r)
+		}
+		return pattern + " " + k, nil
+	}
+}

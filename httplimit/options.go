@@ -49,6 +49,7 @@ type config struct {
 	style     HeaderStyle
 	timeout   time.Duration
 	logger    *slog.Logger
+	exempt    func(*http.Request) bool
 }
 
 // WithKeyFunc sets how requests are keyed (default: ClientIP(), the peer's
@@ -122,4 +123,21 @@ func WithStoreTimeout(d time.Duration) Option {
 // at will). The default is slog.Default() at the time of logging.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithExempt exempts the requests for which exempt returns true: they are
+// served as they are, without a decision, a cost or rate limit fields.
+// Use it for health checks and static files behind a middleware that
+// wraps a whole mux, rather than a CostFunc that returns 0 (which still
+// asks the store):
+//
+//	httplimit.WithExempt(func(r *http.Request) bool {
+//		return r.URL.Path == "/healthz" || strings.HasPrefix(r.URL.Path, "/static/")
+//	})
+//
+// exempt sees the request as the client sent it: match on what the
+// client cannot use to skip the limit of other routes (a path that your
+// mux routes only to the exempt handler, say).
+func WithExempt(exempt func(*http.Request) bool) Option {
+	return optionFunc(func(c *config) { c.exempt = exempt })
 }
