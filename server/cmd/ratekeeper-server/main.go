@@ -161,10 +161,16 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 		logger.Info("deciding in Redis", "redis", st.describe)
 	}
 
+	tr, err := startTracingFromEnv(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(logger)
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	svc := server.New(st.store, server.Options{Shadow: f.shadow, ResponseHeaders: f.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger})
+	svc := server.New(tr.store(st.store), server.Options{Shadow: f.shadow, ResponseHeaders: f.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger})
 	if err := svc.SetConfig(cfg); err != nil {
 		return err
 	}
@@ -180,13 +186,13 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 		grpcLn.Close()
 		return err
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(tr.grpcOptions()...)
 	server.RegisterGRPC(g, svc)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
 	httpSrv := &http.Server{
-		Handler:           server.HTTPHandler(svc, st.ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})),
+		Handler:           tr.http(server.HTTPHandler(svc, st.ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
