@@ -4,10 +4,10 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
 // HeaderStyle selects the rate limit fields Middleware sends.
@@ -30,15 +30,15 @@ const (
 
 func (m *middleware) setFields(h http.Header, res ratekeeper.Result, now time.Time) {
 	if m.style&HeadersIETF != 0 {
-		h.Add("RateLimit-Policy", m.policyField)
+		h.Add(ratelimitfield.PolicyField, m.policyField)
 		if res.Parts == nil {
-			h.Add("RateLimit", rateLimitItem(m.sfNames[0], res))
+			h.Add(ratelimitfield.LimitField, limitItem(m.names[0], res))
 		} else {
 			items := make([]string, len(res.Parts))
 			for i, p := range res.Parts {
-				items[i] = rateLimitItem(m.sfNames[i], p)
+				items[i] = limitItem(m.names[i], p)
 			}
-			h.Add("RateLimit", strings.Join(items, ", "))
+			h.Add(ratelimitfield.LimitField, ratelimitfield.List(items))
 		}
 	}
 	if m.style&HeadersLegacy != 0 {
@@ -53,41 +53,12 @@ func (m *middleware) setFields(h http.Header, res ratekeeper.Result, now time.Ti
 	}
 }
 
-// rateLimitItem is res as an item of the RateLimit field. t is the
-// draft's time until more quota is available (see Middleware).
-func rateLimitItem(sfName string, res ratekeeper.Result) string {
+// limitItem is res as an item of the RateLimit field. t is the draft's
+// time until more quota is available (see Middleware).
+func limitItem(name ratelimitfield.Name, res ratekeeper.Result) string {
 	t := res.ResetAfter
 	if !res.Allowed {
 		t = res.RetryAfter
 	}
-	remaining := strconv.FormatFloat(math.Floor(res.Remaining), 'f', 0, 64)
-	return sfName + ";r=" + remaining + ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
-}
-
-// ceilSeconds rounds d up to whole seconds; negative durations count as 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// sfString renders s as a Structured Field String (RFC 9651), which holds
-// printable ASCII only: other bytes become '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	return ratelimitfield.Limit(name, res.Remaining, t)
 }

@@ -28,11 +28,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
 // DefaultStoreTimeout is how long Middleware waits for a decision unless
@@ -80,6 +79,11 @@ type FailureHandler func(w http.ResponseWriter, r *http.Request, next http.Handl
 //	X-RateLimit-Reset: <Unix epoch seconds when the limiter is full again>
 //	Retry-After: <RetryAfter, at least 1> (429 only)
 //
+// "<name>" is an RFC 9651 String: '"' and '\' are escaped by a backslash,
+// and every byte a String cannot hold (control characters, non-ASCII),
+// and '%', is written %xx in lower-case hex, as in a Display String
+// ("café" is "caf%c3%a9").
+//
 // A limiter of several policies (ratekeeper.All) lists one item per
 // policy, by the policy's name, in both RateLimit-Policy and RateLimit,
 // each from that policy's own Result (Result.Parts); the X-RateLimit-*
@@ -116,10 +120,10 @@ func Middleware(l *ratekeeper.Limiter, opts ...Option) func(http.Handler) http.H
 	parts := l.Spec().Policies()
 	items := make([]string, len(parts))
 	for i, p := range parts {
-		m.sfNames = append(m.sfNames, sfString(p.Name()))
-		items[i] = fmt.Sprintf("%s;q=%d;w=%d", m.sfNames[i], p.Limit(), max(1, ceilSeconds(p.Window())))
+		m.names = append(m.names, ratelimitfield.NewName(p.Name()))
+		items[i] = ratelimitfield.Policy(m.names[i], p.Limit(), p.Window())
 	}
-	m.policyField = strings.Join(items, ", ")
+	m.policyField = ratelimitfield.List(items)
 	if m.denied == nil {
 		m.denied = http.HandlerFunc(m.tooManyRequests)
 	}
@@ -133,7 +137,7 @@ func Middleware(l *ratekeeper.Limiter, opts ...Option) func(http.Handler) http.H
 type middleware struct {
 	config
 	lim         *ratekeeper.Limiter
-	sfNames     []string // each policy's name as a Structured Field String
+	names       []ratelimitfield.Name // each policy's, as the fields write it
 	policyField string
 }
 
@@ -211,7 +215,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	w.Header().Set("Retry-After", strconv.FormatInt(max(1, ceilSeconds(res.RetryAfter)), 10))
+	w.Header().Set(ratelimitfield.RetryAfterField, ratelimitfield.RetryAfter(res.RetryAfter))
 	m.denied.ServeHTTP(w, r)
 }
 
