@@ -1,17 +1,16 @@
 package server
 
 import (
-	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
 // answer builds the response from the decided descriptors.
@@ -28,8 +27,8 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 	for i := range ds {
 		r := ds[i].rule
 		switch {
-		case r == nil || r.shadow || s.opts.Shadow:
-		case r.quota:
+		case r == nil || r.shadow:
+		case r.cfg.QuotaMode:
 			quotas++
 			if ds[i].denied() {
 				quotasOver++
@@ -51,16 +50,16 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		}
 		m := d.rule.metrics
 		switch {
-		case d.rule.unlimited:
+		case d.rule.cfg.Unlimited:
 			m.count(outcomeUnlimited)
 		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
 			m.count(outcomeOverLimit)
-			if !d.rule.quota {
+			if !d.rule.cfg.QuotaMode {
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 		case d.denied():
 			m.count(outcomeShadowOverLimit)
-		case groupDenied && d.hits > 0 && !d.rule.shadow && !d.rule.quota && !s.opts.Shadow:
+		case groupDenied && d.hits > 0 && d.rule.enforced():
 			// Allowed on its own, but its request was denied by another
 			// descriptor: nothing was taken.
 			m.count(outcomeNotTaken)
@@ -72,7 +71,7 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		names := make([]string, len(ds))
 		for i := range ds {
 			if r := ds[i].rule; r != nil {
-				names[i] = r.label
+				names[i] = r.cfg.Name
 			}
 		}
 		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, names)
@@ -94,7 +93,7 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, name
 		if l == nil {
 			continue
 		}
-		w := int64(limitPeriod(l) / time.Second)
+		w := limitPeriod(l)
 		if w <= 0 {
 			continue
 		}
@@ -102,7 +101,7 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, name
 		if name == "" {
 			name = names[i]
 		}
-		policies = append(policies, fmt.Sprintf("%s;q=%d;w=%d", strconv.Quote(name), l.GetRequestsPerUnit(), w))
+		policies = append(policies, ratelimitfield.Policy(ratelimitfield.NewName(name), int64(l.GetRequestsPerUnit()), w))
 		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case binding == nil:
@@ -115,17 +114,17 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, name
 	if binding == nil {
 		return nil
 	}
-	state := fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(bindingName),
-		binding.GetLimitRemaining(), int64(binding.GetDurationUntilReset().AsDuration()/time.Second))
+	state := ratelimitfield.Limit(ratelimitfield.NewName(bindingName),
+		float64(binding.GetLimitRemaining()), binding.GetDurationUntilReset().AsDuration())
 	return []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: strings.Join(policies, ",")},
-		{Key: "RateLimit", Value: state},
+		{Key: ratelimitfield.PolicyField, Value: ratelimitfield.List(policies)},
+		{Key: ratelimitfield.LimitField, Value: state},
 	}
 }
 
 // denied reports whether a limited descriptor was over its limit.
 func (d *descriptor) denied() bool {
-	if d.rule == nil || d.rule.unlimited {
+	if d.rule == nil || d.rule.cfg.Unlimited {
 		return false
 	}
 	if d.hits == 0 {
@@ -143,12 +142,12 @@ func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatu
 	switch {
 	case r == nil:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	case r.unlimited:
+	case r.cfg.Unlimited:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.first}
 	if r.block {
-		if d.hits > 0 && !r.shadow && !s.opts.Shadow {
+		if d.hits > 0 && !r.shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		st.DurationUntilReset = durationpb.New(s.untilWindowEnd(r.aligned))
@@ -159,7 +158,7 @@ func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatu
 		st.CurrentLimit = l
 	}
 	st.LimitRemaining = remaining(res.Remaining)
-	if d.denied() && !r.shadow && !s.opts.Shadow {
+	if d.denied() && !r.shadow {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	st.DurationUntilReset = durationpb.New(s.untilReset(r, d))
@@ -180,7 +179,7 @@ func (s *Service) untilReset(r *rule, d *descriptor) time.Duration {
 	if r.aligned > 0 && t <= 0 {
 		return s.untilWindowEnd(r.aligned)
 	}
-	return ceilSecond(t)
+	return wholeSeconds(t)
 }
 
 // untilWindowEnd is the time to the end of the current window of length
@@ -190,15 +189,13 @@ func (s *Service) untilWindowEnd(period time.Duration) time.Duration {
 	if period <= 0 {
 		return 0
 	}
-	now := s.now().UnixNano()
-	return ceilSecond(period - time.Duration(now%int64(period)))
+	now := s.opts.Clock().UnixNano()
+	return wholeSeconds(period - time.Duration(now%int64(period)))
 }
 
-func ceilSecond(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return (d + time.Second - 1) / time.Second * time.Second
+// wholeSeconds is d rounded up to whole seconds, as the fields show it.
+func wholeSeconds(d time.Duration) time.Duration {
+	return time.Duration(ratelimitfield.Seconds(d)) * time.Second
 }
 
 // remaining is a Result's Remaining as limit_remaining: whole requests.
@@ -216,7 +213,7 @@ func (s *Service) answerWithout(ds []descriptor, code rlsv3.RateLimitResponse_Co
 		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	for i := range ds {
 		d := &ds[i]
-		if d.rule == nil || d.rule.unlimited || d.rule.block {
+		if d.rule == nil || d.rule.cfg.Unlimited || d.rule.block {
 			resp.Statuses[i] = s.status(d)
 		} else {
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: d.rule.first}
@@ -236,9 +233,8 @@ type errorLog struct {
 	skipped int
 }
 
-func (l *errorLog) log(logger *slog.Logger, err error) {
+func (l *errorLog) log(logger *slog.Logger, now time.Time, err error) {
 	l.mu.Lock()
-	now := time.Now()
 	if now.Sub(l.last) < time.Second {
 		l.skipped++
 		l.mu.Unlock()

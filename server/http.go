@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
 // maxBody bounds a request body read by the HTTP endpoints.
@@ -175,13 +175,11 @@ func (s *Service) serveDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if !out.Allowed {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(float64(out.RetryAfterMs)/1000)), 10))
+		w.Header().Set(ratelimitfield.RetryAfterField, ratelimitfield.RetryAfter(time.Duration(out.RetryAfterMs)*time.Millisecond))
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	json.NewEncoder(w).Encode(out)
 }
-
-func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // proto is the descriptor as Envoy sends it.
 func (d DecideDescriptor) proto() *ratelimitv3.RateLimitDescriptor {
@@ -216,12 +214,12 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 		if r == nil {
 			continue
 		}
-		out[i].Rule = r.label
-		if r.unlimited {
+		out[i].Rule = r.cfg.Name
+		if r.cfg.Unlimited {
 			out[i].Unlimited = true
 			continue
 		}
-		out[i].Shadow = r.shadow || s.opts.Shadow
+		out[i].Shadow = r.shadow
 		if l := st.GetCurrentLimit(); l != nil {
 			out[i].Limit = l.GetRequestsPerUnit()
 			if p := limitPeriod(l); p > 0 {
@@ -230,12 +228,12 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 		if d.decided && !fallback {
 			out[i].Remaining = d.res.Remaining
-			out[i].ResetAfterMs = ms(d.res.ResetAfter)
+			out[i].ResetAfterMs = ratelimitfield.Milliseconds(d.res.ResetAfter)
 			if !out[i].Allowed {
-				out[i].RetryAfterMs = ms(d.res.RetryAfter)
+				out[i].RetryAfterMs = ratelimitfield.Milliseconds(d.res.RetryAfter)
 			}
 		} else if r.block && !out[i].Allowed {
-			out[i].RetryAfterMs = st.GetDurationUntilReset().AsDuration().Milliseconds()
+			out[i].RetryAfterMs = ratelimitfield.Milliseconds(st.GetDurationUntilReset().AsDuration())
 		}
 	}
 	return out, nil

@@ -18,18 +18,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/server/config"
 )
 
-// rule is a configured rule prepared for the hot path.
+// rule is a configured rule prepared for the hot path: what the decisions
+// need that the configuration does not hold as it is.
 type rule struct {
-	name      string // its name in replaces; "" when unnamed
-	label     string // its metrics label
-	unlimited bool
-	shadow    bool
-	// quota: quota_mode, which denies a request only when every quota
-	// descriptor of it is over its limit.
-	quota bool
-	// shared: per entry, the wildcard value that stands for the request's
-	// in the counter's key (share_threshold), or "".
-	shared []string
+	cfg *config.Rule // the configured rule; for an override, one made for it
+	// shadow: decided and counted, but never over the limit: the rule's
+	// shadow_mode, or the service's Options.Shadow.
+	shadow bool
 	// block: a limit of 0 requests, which denies every request with hits.
 	block    bool
 	override bool // made from a request's limit override
@@ -44,13 +39,20 @@ type rule struct {
 	metrics *ruleMetrics
 }
 
+// enforced reports whether the rule denies a request on its own: it is
+// in neither shadow nor quota mode.
+func (r *rule) enforced() bool { return !r.shadow && !r.cfg.QuotaMode }
+
+// replaceable reports whether replaces can name the rule: only rate_limit
+// names can be replaced, as in envoy.
+func (r *rule) replaceable(replaced map[string]bool) bool {
+	return r.cfg.ExplicitName && !r.override && replaced[r.cfg.Name]
+}
+
 // compile prepares a configured rule.
 func (s *Service) compile(r *config.Rule) (*rule, error) {
-	c := &rule{label: r.Name, unlimited: r.Unlimited, shadow: r.Shadow, quota: r.QuotaMode,
-		shared: r.SharedValues, block: r.BlocksAll(), metrics: s.opts.Metrics.rule(r.Domain, r.Name)}
-	if r.ExplicitName {
-		c.name = r.Name // only rate_limit names can be replaced, as in envoy
-	}
+	c := &rule{cfg: r, shadow: r.Shadow || s.opts.Shadow, block: r.BlocksAll(),
+		metrics: s.opts.Metrics.rule(r.Domain, r.Name)}
 	if r.Unlimited {
 		return c, nil
 	}
@@ -122,13 +124,10 @@ func periodUnit(p time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32
 
 // alignedPeriod is the period of an envoy-style limit (a fixed window
 // aligned to its unit, or a limit of 0, which envoy counts in the same
-// windows), or 0 for any other.
+// windows), or 0 for a limit of one of ratekeeper's algorithms.
 func alignedPeriod(l config.Limit) time.Duration {
-	if l.Policy == nil {
+	if l.Algorithm == "" || l.RequestsPerUnit == 0 {
 		return l.Period
-	}
-	if fw, ok := l.Policy.(ratekeeper.FixedWindow); ok && fw.Aligned {
-		return fw.Window
 	}
 	return 0
 }
@@ -218,9 +217,10 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	if k.mult > 1 {
 		limit.UnitMultiplier = wrapperspb.UInt32(k.mult)
 	}
-	r := &rule{override: true, label: "override", first: limit, aligned: period,
-		metrics: s.opts.Metrics.rule("", "override")}
-	if k.requests == 0 {
+	cfg := &config.Rule{Name: "override", Limits: []config.Limit{{RequestsPerUnit: k.requests, Period: period}}}
+	r := &rule{cfg: cfg, override: true, shadow: s.opts.Shadow, block: k.requests == 0, first: limit, aligned: period,
+		metrics: s.opts.Metrics.rule("", cfg.Name)}
+	if r.block {
 		r.block = true
 		return r, nil
 	}

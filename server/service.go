@@ -68,6 +68,10 @@ type Options struct {
 	// Logger receives store errors (rate limited) and configuration
 	// changes; nil discards them.
 	Logger *slog.Logger
+	// Clock is the service's time, for the end of an aligned window the
+	// store has no state for, and for rate limiting the error log; nil is
+	// time.Now. Decisions take the store's time, never this one.
+	Clock func() time.Time
 }
 
 // Service decides rate limit requests against a configuration. It is safe
@@ -75,7 +79,6 @@ type Options struct {
 type Service struct {
 	store Store
 	opts  Options
-	now   func() time.Time
 
 	current atomic.Pointer[snapshot]
 	gen     atomic.Uint64
@@ -101,7 +104,10 @@ func New(store Store, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{store: store, opts: opts, now: time.Now}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	s := &Service{store: store, opts: opts}
 	s.overrides.rules = map[overrideKey]*rule{}
 	return s
 }
@@ -194,7 +200,7 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 			return nil, nil, false, fmt.Errorf("%w: %w", errInvalidRequest, err)
 		}
 		s.opts.Metrics.storeError()
-		s.errLog.log(s.opts.Logger, err)
+		s.errLog.log(s.opts.Logger, s.opts.Clock(), err)
 		if s.opts.OnStoreError == FailUnavailable || ctx.Err() != nil {
 			return nil, nil, false, err
 		}
@@ -240,8 +246,8 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 				replaced[name] = true
 			}
 		}
-		if r := ds[i].rule; r != nil && !r.unlimited {
-			for j, v := range r.shared {
+		if r := ds[i].rule; r != nil && !r.cfg.Unlimited {
+			for j, v := range r.cfg.SharedValues {
 				if v != "" && j < len(entries) {
 					entries[j].Value = v
 				}
@@ -250,7 +256,7 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 		}
 	}
 	for i := range ds {
-		if r := ds[i].rule; r != nil && r.name != "" && replaced[r.name] && !r.override {
+		if r := ds[i].rule; r != nil && r.replaceable(replaced) {
 			ds[i].rule = nil
 		}
 	}
@@ -266,16 +272,16 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	blocked := false // an enforced limit of 0 denies the request
 	for i := range ds {
 		r := ds[i].rule
-		if r != nil && r.block && ds[i].hits > 0 && !r.shadow && !r.quota && !s.opts.Shadow {
+		if r != nil && r.block && ds[i].hits > 0 && r.enforced() {
 			blocked = true
 		}
-		if r == nil || r.unlimited || r.block {
+		if r == nil || r.cfg.Unlimited || r.block {
 			continue
 		}
-		if r.shadow || r.quota || s.opts.Shadow {
-			shadow = append(shadow, i)
-		} else {
+		if r.enforced() {
 			enforced = append(enforced, i)
+		} else {
+			shadow = append(shadow, i)
 		}
 	}
 	if len(shadow) == 0 {

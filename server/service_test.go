@@ -294,7 +294,7 @@ func TestShadowMode(t *testing.T) {
 			if got := testutil.ToFloat64(m.shadow.WithLabelValues("test", rule)); got != 3 {
 				names := []string{}
 				for _, r := range svc.current.Load().rules {
-					names = append(names, r.label)
+					names = append(names, r.cfg.Name)
 				}
 				t.Fatalf("would-deny count %v, want 3 (rules %q)", got, names)
 			}
