@@ -1,0 +1,158 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+)
+
+func xdsLimit(unit rlsconfv3.RateLimitUnit, rpu uint32) *rlsconfv3.RateLimitPolicy {
+	return &rlsconfv3.RateLimitPolicy{Unit: unit, RequestsPerUnit: rpu}
+}
+
+// TestFromXDSLikeYAML checks that a pushed configuration builds the same
+// rules as the YAML file it stands for.
+func TestFromXDSLikeYAML(t *testing.T) {
+	pushed := []*rlsconfv3.RateLimitConfig{{
+		Name:   "api",
+		Domain: "api",
+		Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "user", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_MINUTE, 5)},
+			{Key: "path", Value: "/login", RateLimit: &rlsconfv3.RateLimitPolicy{
+				Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 2, Name: "login",
+				Replaces: []*rlsconfv3.RateLimitReplace{{Name: "other"}}}},
+			{Key: "flag", Value: "yes", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_WEEK, 1)},
+			{Key: "team", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+				{Key: "user", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_SECOND, 3), ShadowMode: true, DetailedMetric: true},
+			}},
+			{Key: "vip", RateLimit: &rlsconfv3.RateLimitPolicy{Unlimited: true}},
+			{Key: "block", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_YEAR, 0)},
+			{Key: "month", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_MONTH, 7)},
+		},
+	}, {Name: "other", Domain: "other", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "k", Value: "v*", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_DAY, 9)},
+	}}}
+	got, err := FromXDS(pushed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := got.Warnings(); len(w) > 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	want, errs := loadYAML(t, `domain: api
+descriptors:
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 5}}
+  - key: path
+    value: /login
+    rate_limit: {unit: hour, requests_per_unit: 2, name: login, replaces: [{name: other}]}
+  - {key: flag, value: "yes", rate_limit: {unit: week, requests_per_unit: 1}}
+  - key: team
+    descriptors:
+      - {key: user, shadow_mode: true, detailed_metric: true, rate_limit: {unit: second, requests_per_unit: 3}}
+  - {key: vip, rate_limit: {unlimited: true}}
+  - {key: block, rate_limit: {unit: year, requests_per_unit: 0}}
+  - {key: month, rate_limit: {unit: month, requests_per_unit: 7}}
+`)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if d := got.Domains(); !reflect.DeepEqual(d, []string{"api", "other"}) {
+		t.Errorf("domains %v", d)
+	}
+	if f := got.Files(); !reflect.DeepEqual(f, []string{`RateLimitConfig "api"`, `RateLimitConfig "other"`}) {
+		t.Errorf("files %v", f)
+	}
+	gr, wr := got.Rules("api"), want.Rules("api")
+	if len(gr) != len(wr) || len(gr) != 7 {
+		t.Fatalf("%d rules pushed, %d from YAML, want 7", len(gr), len(wr))
+	}
+	for i := range gr {
+		g, w := *gr[i], *wr[i]
+		if g.Line != 0 {
+			t.Errorf("rule %s: line %d, want 0", g.Name, g.Line)
+		}
+		g.File, g.Line, w.File, w.Line = "", 0, "", 0
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("rule %d:\npushed %+v\nYAML   %+v", i, g, w)
+		}
+	}
+	for _, q := range [][]Entry{
+		{{"user", "u1"}}, {{"path", "/login"}}, {{"flag", "yes"}}, {{"team", "a"}, {"user", "b"}}, {{"vip", "x"}},
+	} {
+		g, w := got.Lookup("api", q), want.Lookup("api", q)
+		if g == nil || w == nil || g.Name != w.Name {
+			t.Errorf("Lookup(%v): pushed %v, YAML %v", q, g, w)
+		}
+	}
+	if r := got.Lookup("other", []Entry{{"k", "value"}}); r == nil || r.Limits[0].RequestsPerUnit != 9 {
+		t.Errorf("wildcard: %+v", r)
+	}
+}
+
+// TestFromXDSErrors checks that an invalid push is refused with every
+// problem, each naming the resource and the field.
+func TestFromXDSErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  []*rlsconfv3.RateLimitConfig
+		want []string
+	}{
+		{"no unit", []*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "a", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_SECOND, 1)},
+			{Key: "b", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "c", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 1}}}},
+		}}}, []string{`RateLimitConfig "r": descriptors[1].descriptors[0].rate_limit.unit: invalid rate limit unit 'UNKNOWN'`}},
+		{"unknown unit number", []*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "a", RateLimit: xdsLimit(99, 1)},
+		}}}, []string{`RateLimitConfig "r": descriptors[0].rate_limit.unit: invalid rate limit unit '99'`}},
+		{"unlimited with a unit", []*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "a", RateLimit: &rlsconfv3.RateLimitPolicy{Unlimited: true, Unit: rlsconfv3.RateLimitUnit_HOUR}},
+		}}}, []string{`RateLimitConfig "r": descriptors[0].rate_limit.unit: should not specify rate limit unit when unlimited`}},
+		{"empty domain and key", []*rlsconfv3.RateLimitConfig{{Name: "r", Descriptors: []*rlsconfv3.RateLimitDescriptor{{}}}},
+			[]string{`RateLimitConfig "r": domain: config file cannot have empty domain`,
+				`RateLimitConfig "r": descriptors[0].key: descriptor has empty key`}},
+		{"duplicate descriptor", []*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "a"}, {Key: "a"},
+		}}}, []string{`RateLimitConfig "r": descriptors[1]: duplicate descriptor composite key 'd.a'`}},
+		{"duplicate domain", []*rlsconfv3.RateLimitConfig{{Name: "one", Domain: "d"}, {Name: "two", Domain: "d"}},
+			[]string{`RateLimitConfig "two": domain: duplicate domain 'd' in config file (first defined at RateLimitConfig "one")`}},
+		{"empty replaces", []*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "a", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_SECOND, RequestsPerUnit: 1, Replaces: []*rlsconfv3.RateLimitReplace{{}}}},
+		}}}, []string{`RateLimitConfig "r": descriptors[0].rate_limit.replaces[0].name: should not have an empty replaces entry`}},
+		{"nil resource", []*rlsconfv3.RateLimitConfig{nil}, []string{`RateLimitConfig "": resource 0 is empty`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromXDS(tc.res)
+			if err == nil {
+				t.Fatalf("no error; domains %v", c.Domains())
+			}
+			errs := unjoin(err)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors:\n%v\nwant %d", err, len(tc.want))
+			}
+			for i, e := range errs {
+				var ce *Error
+				if !errors.As(e, &ce) || ce.Line != 0 {
+					t.Errorf("%v: not an *Error without a line", e)
+				}
+				if !strings.HasPrefix(e.Error(), tc.want[i]) {
+					t.Errorf("error %d:\n%s\nwant it to start with\n%s", i, e, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestFromXDSEmpty checks that a push of no resources is an empty, valid
+// configuration, as envoy has it.
+func TestFromXDSEmpty(t *testing.T) {
+	c, err := FromXDS(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Domains()) != 0 || c.HasDomain("") {
+		t.Errorf("domains %v", c.Domains())
+	}
+}
