@@ -1,0 +1,90 @@
+package xds
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// ParseNodeMetadata reads CONFIG_GRPC_XDS_NODE_METADATA as envoy reads
+// it: key=value pairs separated by commas, the value running to the next
+// comma. An entry without "=" is skipped, as envoy skips it; ignored lists
+// them, for the caller to warn about.
+func ParseNodeMetadata(s string) (md map[string]string, ignored []string) {
+	md = map[string]string{}
+	for _, e := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			if e != "" {
+				ignored = append(ignored, e)
+			}
+			continue
+		}
+		md[k] = v
+	}
+	return md, ignored
+}
+
+// ParseHeaders reads CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS as envoy
+// reads it (a map of its settings library): key:value pairs separated by
+// commas. An entry without ":" is an error, as it is to envoy.
+func ParseHeaders(s string) (map[string]string, error) {
+	h := map[string]string{}
+	if s == "" {
+		return h, nil
+	}
+	for _, e := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(e, ":")
+		if !ok {
+			return nil, fmt.Errorf("header %q: want key:value", e)
+		}
+		h[k] = v
+	}
+	return h, nil
+}
+
+// TLSFiles returns an Options.TLS for envoy's CONFIG_GRPC_XDS_* TLS
+// settings: a client certificate and its key (both, or neither, for a
+// server that asks for none), a CA that signs the server's certificate,
+// added to the system's (none: the system's only), and san, the name the
+// server's certificate must hold (none: the host of Options.Server).
+// The files are read now, so that a mistake fails at start, and again
+// for each connection, so that certificates rotated in place are used
+// without a restart.
+func TLSFiles(certFile, keyFile, caFile, san string) (func() (*tls.Config, error), error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("xds TLS: give the client certificate and its key, or neither")
+	}
+	load := func() (*tls.Config, error) {
+		cfg := &tls.Config{ServerName: san, MinVersion: tls.VersionTLS12}
+		if certFile != "" {
+			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("xds TLS: client certificate %s and key %s: %w", certFile, keyFile, err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("xds TLS: server CA: %w", err)
+			}
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("xds TLS: server CA %s holds no PEM certificate", caFile)
+			}
+			cfg.RootCAs = pool
+		}
+		return cfg, nil
+	}
+	if _, err := load(); err != nil {
+		return nil, err
+	}
+	return load, nil
+}

@@ -1,0 +1,315 @@
+// Package xds keeps the rate limit service's configuration in step with an
+// xDS management server, as envoyproxy/ratelimit does with
+// CONFIG_TYPE=GRPC_XDS_SOTW, which is how Envoy Gateway configures it.
+//
+// A Client holds one state-of-the-world ADS stream to the server, as one
+// node, subscribed to every RateLimitConfig resource (TypeURL). Each push
+// is built into a configuration with config.FromXDS, validated as a file
+// would be, and handed to Options.Apply (the service's SetConfig), then
+// acknowledged. A push that is invalid, or that Apply refuses, is NACKed
+// with the error, reported to Options.Rejected, and the configuration
+// applied before it keeps serving. A stream that is lost is opened again
+// after a backoff (Backoff, envoy's XDS_CLIENT_BACKOFF_*), the last
+// configuration serving meanwhile.
+//
+//	c, err := xds.New(xds.Options{
+//		Server: "envoy-gateway:18001",
+//		NodeID: "envoy-ratelimit",
+//		Apply:  svc.SetConfig,
+//	})
+//	go c.Run(ctx)
+//	<-c.Received() // the first push, applied or refused
+package xds
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/ratekeeper/ratekeeper/server/config"
+)
+
+// TypeURL is the type of the resources a Client subscribes to.
+const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig"
+
+// repeatDelay is how long a Client waits before it NACKs again a push it
+// has already refused: a snapshot cache answers a NACK by sending the same
+// snapshot at once, and the wait keeps that exchange from spinning.
+const repeatDelay = time.Second
+
+// Options configure a Client. Server, NodeID and Apply are required.
+type Options struct {
+	// Server is the management server's gRPC target, such as
+	// envoy-gateway:18001 (envoy's CONFIG_GRPC_XDS_SERVER_URL).
+	Server string
+	// NodeID is the node the client speaks as; the server's snapshots are
+	// set for it (CONFIG_GRPC_XDS_NODE_ID).
+	NodeID string
+	// NodeMetadata is the node's metadata, each value a string
+	// (CONFIG_GRPC_XDS_NODE_METADATA, see ParseNodeMetadata).
+	NodeMetadata map[string]string
+	// Headers are added to the stream's request metadata
+	// (CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS, see ParseHeaders).
+	Headers map[string]string
+	// TLS returns the TLS configuration of a connection; nil connects in
+	// plaintext. It is called for each connection, so that certificates
+	// rotated on disk are read again (see TLSFiles).
+	TLS func() (*tls.Config, error)
+	// MaxRecvMsgSize bounds a push, in bytes; 0 keeps gRPC's default, 4
+	// MiB (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES).
+	MaxRecvMsgSize int
+	// Backoff paces the attempts to open a stream again; the zero value
+	// is DefaultBackoff.
+	Backoff Backoff
+	// Apply makes a pushed configuration the service's. An error refuses
+	// the push.
+	Apply func(*config.Config) error
+	// Rejected, if not nil, is called for each push refused, once per
+	// distinct push (the reload-error metric).
+	Rejected func(error)
+	// Logger receives the stream's events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Client is an ADS client for RateLimitConfig resources. Run it once.
+type Client struct {
+	opts Options
+	node *corev3.Node
+
+	received     chan struct{}
+	receivedOnce sync.Once
+	version      atomic.Pointer[string]
+
+	// The last push refused: its version and a digest of its resources.
+	rejectedVersion string
+	rejectedDigest  [32]byte
+}
+
+// New returns a Client for opts, or an error naming what opts lack.
+func New(opts Options) (*Client, error) {
+	switch {
+	case opts.Server == "":
+		return nil, errors.New("xds: no management server address")
+	case opts.NodeID == "":
+		return nil, errors.New("xds: no node ID")
+	case opts.Apply == nil:
+		return nil, errors.New("xds: no Apply function")
+	}
+	if err := opts.Backoff.check(); err != nil {
+		return nil, err
+	}
+	if opts.Backoff == (Backoff{}) {
+		opts.Backoff = DefaultBackoff()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	fields := map[string]*structpb.Value{}
+	for k, v := range opts.NodeMetadata {
+		fields[k] = structpb.NewStringValue(v)
+	}
+	c := &Client{
+		opts:     opts,
+		node:     &corev3.Node{Id: opts.NodeID, Metadata: &structpb.Struct{Fields: fields}},
+		received: make(chan struct{}),
+	}
+	empty := ""
+	c.version.Store(&empty)
+	return c, nil
+}
+
+// Received is closed once the first push has been handled, applied or
+// refused: envoy's service waits for it before it serves, unless
+// FORCE_START_WITHOUT_INITIAL_CONFIG is set.
+func (c *Client) Received() <-chan struct{} { return c.received }
+
+// Version returns the version of the last push applied, "" before the
+// first.
+func (c *Client) Version() string { return *c.version.Load() }
+
+// Run keeps a stream to the server open until ctx ends, opening it again
+// after Backoff each time it is lost. It returns nil when ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		start := time.Now()
+		healthy, err := c.stream(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if healthy {
+			attempt = 0
+		}
+		wait := c.opts.Backoff.Duration(attempt)
+		attempt++
+		c.opts.Logger.Warn("xDS stream lost; the last configuration keeps serving",
+			"server", c.opts.Server, "err", err, "after", time.Since(start).Round(time.Millisecond), "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// stream runs one stream until it fails. healthy reports that the server
+// sent at least one push on it.
+func (c *Client) stream(ctx context.Context) (healthy bool, err error) {
+	creds := insecure.NewCredentials()
+	if c.opts.TLS != nil {
+		cfg, err := c.opts.TLS()
+		if err != nil {
+			return false, err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.opts.MaxRecvMsgSize > 0 {
+		dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.opts.MaxRecvMsgSize)))
+	}
+	conn, err := grpc.NewClient(c.opts.Server, dial...)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, metadata.New(c.opts.Headers)))
+	defer cancel()
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return false, err
+	}
+	// The first request says which version this node already has, so that
+	// a server whose snapshot is unchanged need not send it again.
+	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: c.node, TypeUrl: TypeURL, VersionInfo: c.Version()}); err != nil {
+		return false, streamErr(st, err)
+	}
+	c.opts.Logger.Info("xDS stream open", "server", c.opts.Server, "node", c.opts.NodeID)
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return healthy, err
+		}
+		healthy = true
+		if err := c.handle(ctx, st, resp); err != nil {
+			return healthy, streamErr(st, err)
+		}
+	}
+}
+
+// streamErr is the stream's own status when Send failed for it.
+func streamErr(st adsStream, err error) error {
+	if _, rerr := st.Recv(); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// handle applies one push and answers it: an ACK, or a NACK with the
+// reason.
+func (c *Client) handle(ctx context.Context, st adsStream, resp *discoveryv3.DiscoveryResponse) error {
+	defer c.receivedOnce.Do(func() { close(c.received) })
+	if resp.GetTypeUrl() != TypeURL {
+		c.opts.Logger.Warn("xDS: ignored a push of another type", "type", resp.GetTypeUrl())
+		return nil
+	}
+	cfg, err := decode(resp.GetResources())
+	if err == nil {
+		err = c.opts.Apply(cfg)
+	}
+	if err != nil {
+		return c.nack(ctx, st, resp, err)
+	}
+	version := resp.GetVersionInfo()
+	c.version.Store(&version)
+	c.rejectedVersion, c.rejectedDigest = "", [32]byte{}
+	c.opts.Logger.Info("xDS configuration applied", "version", version, "domains", len(cfg.Domains()))
+	for _, w := range cfg.Warnings() {
+		c.opts.Logger.Warn("configuration: ignored", "version", version, "warning", w)
+	}
+	return st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: TypeURL, VersionInfo: version, ResponseNonce: resp.GetNonce()})
+}
+
+// nack refuses a push, keeping the version applied before it. A push
+// refused already is reported once, and refused again after repeatDelay.
+func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.DiscoveryResponse, err error) error {
+	digest := digest(resp.GetResources())
+	if resp.GetVersionInfo() == c.rejectedVersion && digest == c.rejectedDigest {
+		t := time.NewTimer(repeatDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	} else {
+		c.rejectedVersion, c.rejectedDigest = resp.GetVersionInfo(), digest
+		for _, e := range unjoin(err) {
+			c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
+				"version", resp.GetVersionInfo(), "err", e)
+		}
+		if c.opts.Rejected != nil {
+			c.opts.Rejected(err)
+		}
+	}
+	return st.Send(&discoveryv3.DiscoveryRequest{
+		TypeUrl:       TypeURL,
+		VersionInfo:   c.Version(),
+		ResponseNonce: resp.GetNonce(),
+		ErrorDetail:   &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()},
+	})
+}
+
+// adsStream is the client's end of an ADS stream.
+type adsStream = discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+
+// decode builds the configuration of a push's resources.
+func decode(resources []*anypb.Any) (*config.Config, error) {
+	confs := make([]*rlsconfv3.RateLimitConfig, len(resources))
+	for i, r := range resources {
+		confs[i] = &rlsconfv3.RateLimitConfig{}
+		if err := r.UnmarshalTo(confs[i]); err != nil {
+			return nil, fmt.Errorf("resource %d (%s): %w", i, r.GetTypeUrl(), err)
+		}
+	}
+	return config.FromXDS(confs)
+}
+
+// digest identifies a push's resources.
+func digest(resources []*anypb.Any) [32]byte {
+	h := sha256.New()
+	for _, r := range resources {
+		fmt.Fprintf(h, "%d:%s%d:", len(r.GetTypeUrl()), r.GetTypeUrl(), len(r.GetValue()))
+		h.Write(r.GetValue())
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// unjoin lists the errors of an errors.Join, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
