@@ -28,8 +28,16 @@ type FixedWindow struct {
 }
 
 func init() {
-	driver.Register(driver.AlgorithmFixedWindow, driver.Algorithm{
-		Check: checkFixedWindow, Step: stepFixedWindow, Short: "fw", Variant: fixedWindowVariant})
+	register(driver.AlgorithmFixedWindow, Algorithm{
+		Label:     "Fixed window",
+		Doc:       "Limit requests per window, counted from the first request. Up to twice the limit can pass across a window boundary.",
+		Remaining: "left in this window",
+		Summary:   "{limit} per {window} s window.",
+		Params:    []Param{limitParam(MaxLimit), windowParam},
+		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
+			return FixedWindow{Limit: n, Window: period}
+		},
+	}, FixedWindow{}, driver.Algorithm{Check: checkFixedWindow, Step: stepFixedWindow, Short: "fw", Variant: fixedWindowVariant})
 }
 
 // Spec validates the policy and returns its integer form: Params holds
@@ -56,7 +64,7 @@ func fixedWindowVariant(p driver.Params) string {
 func windowSpec(algorithm, policy string, maxLimit, limit int64, window time.Duration,
 	check func(*driver.Spec) (int64, error)) (driver.Spec, error) {
 	if limit <= 0 || limit > maxLimit {
-		return driver.Spec{}, policyError(policy, "Limit", "must be between 1 and %d, got %d", maxLimit, limit)
+		return driver.Spec{}, rangeError(policy, "Limit", 1, maxLimit, limit)
 	}
 	w, err := micros(policy, "Window", window)
 	if err != nil {

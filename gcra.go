@@ -24,8 +24,21 @@ type GCRA struct {
 }
 
 func init() {
-	driver.Register(driver.AlgorithmGCRA, driver.Algorithm{
-		Check: checkGCRA, Step: stepGCRA, Short: "gcra"})
+	register(driver.AlgorithmGCRA, Algorithm{
+		Label:     "GCRA",
+		Doc:       "A bucket that refills continuously, one request every period / rate: no refill steps, one integer of state.",
+		Remaining: "requests left",
+		Summary:   "{rate} per {period} s, bursts of up to {burst}.",
+		Recovers:  "refill",
+		Params: []Param{
+			wholeParam("rate", "Rate", "requests per period", MaxLimit, 1, RoleRate),
+			secondsParam("period", "Period", 1, RolePeriod),
+			wholeParam("burst", "Burst", "requests at once", MaxLimit, 10, RoleBurst),
+		},
+		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
+			return GCRA{Rate: n, Period: period, Burst: burst}
+		},
+	}, GCRA{}, driver.Algorithm{Check: checkGCRA, Step: stepGCRA, Short: "gcra"})
 }
 
 // Spec validates the policy and returns its integer form: Params holds
@@ -40,7 +53,7 @@ func (p GCRA) Spec() (driver.Spec, error) {
 		return driver.Spec{}, err
 	}
 	if p.Rate > period {
-		return driver.Spec{}, policyError("GCRA", "Rate", "%d per %v is more than one request per microsecond", p.Rate, p.Period)
+		return driver.Spec{}, boundError("GCRA", "Rate", BoundRate, float64(period), "%d per %v is more than one request per microsecond", p.Rate, p.Period)
 	}
 	if err := checkLimit("GCRA", "Burst", p.Burst); err != nil {
 		return driver.Spec{}, err
@@ -61,7 +74,7 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 		return 0, policyError(s.Algorithm, "", "burst %d does not match its limit %d", burst, s.Limit)
 	}
 	if interval <= 0 || interval > maxPeriodMicros/max(burst, 1) {
-		return 0, policyError("GCRA", "Burst", "of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
+		return 0, boundError("GCRA", "Burst", BoundPeriod, MaxPeriod.Seconds(), "of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
 	}
 	return burst * interval, nil
 }

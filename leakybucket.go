@@ -36,8 +36,20 @@ type LeakyBucket struct {
 // integer and no fraction is ever lost. Capacity is Limit·Cost ticks.
 
 func init() {
-	driver.Register(driver.AlgorithmLeakyBucket, driver.Algorithm{
-		Check: checkLeakyBucket, Step: stepLeakyBucket, Short: "lb"})
+	register(driver.AlgorithmLeakyBucket, Algorithm{
+		Label:     "Leaky bucket",
+		Doc:       "Each request pours one into a bucket of capacity that drains leak rate per second; a request that would overflow it is rejected.",
+		Remaining: "free in the bucket",
+		Summary:   "Holds {capacity}, drains {leak_rate} per second.",
+		Recovers:  "drain",
+		Params: []Param{
+			wholeParam("capacity", "Capacity", "requests", MaxLeakyCapacity, 10, RoleBurst),
+			decimalParam("leak_rate", "LeakRate", "requests per second", "per second", 1, RoleRate),
+		},
+		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
+			return LeakyBucket{Capacity: burst, LeakRate: float64(n) / period.Seconds()}
+		},
+	}, LeakyBucket{}, driver.Algorithm{Check: checkLeakyBucket, Step: stepLeakyBucket, Short: "lb"})
 }
 
 // Bounds of the leaky bucket's parameters: a full bucket is at most
@@ -54,14 +66,21 @@ const (
 // the number of ticks per request.
 func (p LeakyBucket) Spec() (driver.Spec, error) {
 	if p.Capacity <= 0 || p.Capacity > MaxLeakyCapacity {
-		return driver.Spec{}, policyError("LeakyBucket", "Capacity", "must be between 1 and %d, got %d", MaxLeakyCapacity, p.Capacity)
+		return driver.Spec{}, rangeError("LeakyBucket", "Capacity", 1, MaxLeakyCapacity, p.Capacity)
 	}
 	if math.IsNaN(p.LeakRate) || math.IsInf(p.LeakRate, 0) || p.LeakRate <= 0 || p.LeakRate > MaxLimit {
-		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "must be a positive finite number up to %d, got %v", MaxLimit, p.LeakRate)
+		bound, limit := BoundMax, float64(MaxLimit)
+		switch {
+		case math.IsNaN(p.LeakRate):
+			bound, limit = NoBound, 0
+		case p.LeakRate <= 0:
+			bound, limit = BoundMin, 0
+		}
+		return driver.Spec{}, boundError("LeakyBucket", "LeakRate", bound, limit, "must be a positive finite number up to %d, got %v", MaxLimit, p.LeakRate)
 	}
 	unit, rate, ok := leakTicks(p.Capacity, p.LeakRate)
 	if !ok || ceilDiv(p.Capacity*unit, rate) > maxPeriodMicros+p.Capacity {
-		return driver.Spec{}, policyError("LeakyBucket", "LeakRate", "%v per second is too slow: a bucket of Capacity %d takes more than %v to drain (%v at most)",
+		return driver.Spec{}, boundError("LeakyBucket", "LeakRate", BoundPeriod, MaxPeriod.Seconds(), "%v per second is too slow: a bucket of Capacity %d takes more than %v to drain (%v at most)",
 			p.LeakRate, p.Capacity, MaxPeriod, float64(p.Capacity)/MaxPeriod.Seconds())
 	}
 	return withWindow(driver.Spec{

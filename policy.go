@@ -29,7 +29,8 @@ const (
 )
 
 // A PolicyError is a policy New refused: which policy, which of its
-// fields, and why. It matches ErrInvalidPolicy.
+// fields, and why. It matches ErrInvalidPolicy. Callers that explain the
+// error in their own words test Bound and Limit, never Reason's text.
 type PolicyError struct {
 	// Policy is the policy's type, such as "TokenBucket", or "All" or
 	// "Named"; for a policy defined elsewhere, its algorithm.
@@ -39,6 +40,59 @@ type PolicyError struct {
 	Field string
 	// Reason says why, such as "must be positive, got 0s".
 	Reason string
+	// Bound is the bound that Field broke; NoBound when the error is of
+	// another kind (a policy of the wrong form, a nil policy).
+	Bound Bound
+	// Limit is the bound's value (not the field's), in the field's units
+	// as its Param has them, durations in seconds: 1 for a Capacity below
+	// 1, MaxLimit above it; 1e-6 for a RefillInterval finer than a
+	// microsecond, or a RefillRate finer than a millionth; for BoundRate,
+	// the largest Rate of the Period; for BoundPeriod, MaxPeriod.
+	Limit float64
+}
+
+// A Bound is a kind of bound a policy's field must keep.
+type Bound int
+
+const (
+	// NoBound is the Bound of an error that is not about a bound.
+	NoBound Bound = iota
+	// BoundMin is broken by a field below its least value, Limit; a Limit
+	// of 0 means that the field must be above 0.
+	BoundMin
+	// BoundMax is broken by a field above its largest value, Limit.
+	BoundMax
+	// BoundResolution is broken by a field finer than it is counted in:
+	// a time that is not a whole number of microseconds, an amount that
+	// rounds to less than a millionth. Limit is the resolution.
+	BoundResolution
+	// BoundRate is broken by a GCRA of more than one request per
+	// microsecond of its Period; Limit is the largest Rate of that Period.
+	BoundRate
+	// BoundPeriod is broken by a policy that takes longer than MaxPeriod
+	// (Limit) to recover from empty: a token bucket's refill, a leaky
+	// bucket's drain, a GCRA's burst. Field is the one to change: a rate
+	// too slow, or a burst too large.
+	BoundPeriod
+)
+
+// String names the bound, as in "BoundMax".
+func (b Bound) String() string {
+	switch b {
+	case NoBound:
+		return "NoBound"
+	case BoundMin:
+		return "BoundMin"
+	case BoundMax:
+		return "BoundMax"
+	case BoundResolution:
+		return "BoundResolution"
+	case BoundRate:
+		return "BoundRate"
+	case BoundPeriod:
+		return "BoundPeriod"
+	}
+	return fmt.Sprintf("Bound(%d)", int(b))
 }
 
 // Error reads "ratekeeper: invalid policy: TokenBucket RefillRate must be
@@ -56,9 +110,23 @@ func (e *PolicyError) Error() string {
 // Unwrap makes a PolicyError match ErrInvalidPolicy.
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
 
-// policyError returns a *PolicyError.
+// policyError returns a *PolicyError of no bound.
 func policyError(policy, field, format string, args ...any) error {
 	return &PolicyError{Policy: policy, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// boundError returns a *PolicyError for a bound broken.
+func boundError(policy, field string, bound Bound, limit float64, format string, args ...any) error {
+	return &PolicyError{Policy: policy, Field: field, Reason: fmt.Sprintf(format, args...), Bound: bound, Limit: limit}
+}
+
+// rangeError returns the *PolicyError of n outside lo..hi.
+func rangeError(policy, field string, lo, hi, n int64) error {
+	bound, limit := BoundMin, lo
+	if n > hi {
+		bound, limit = BoundMax, hi
+	}
+	return boundError(policy, field, bound, float64(limit), "must be between %d and %d, got %d", lo, hi, n)
 }
 
 // asPolicyError turns an error of driver.Validate into one matching
@@ -91,10 +159,10 @@ const unit = driver.Unit
 // that are not positive or have a fraction of a microsecond.
 func micros(policy, field string, d time.Duration) (int64, error) {
 	if d <= 0 {
-		return 0, policyError(policy, field, "must be positive, got %v", d)
+		return 0, boundError(policy, field, BoundMin, 0, "must be positive, got %v", d)
 	}
 	if d%time.Microsecond != 0 {
-		return 0, policyError(policy, field, "%v is not a whole number of microseconds", d)
+		return 0, boundError(policy, field, BoundResolution, 1e-6, "%v is not a whole number of microseconds", d)
 	}
 	return int64(d / time.Microsecond), nil
 }
@@ -102,15 +170,19 @@ func micros(policy, field string, d time.Duration) (int64, error) {
 // millionths converts a positive token amount to fixed point, rounding to
 // the nearest millionth.
 func millionths(policy, field string, x float64) (int64, error) {
-	if math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 {
+	switch {
+	case math.IsNaN(x):
 		return 0, policyError(policy, field, "must be a positive finite number, got %v", x)
-	}
-	if x > MaxLimit {
-		return 0, policyError(policy, field, "%v is above the maximum %d", x, MaxLimit)
+	case x <= 0:
+		return 0, boundError(policy, field, BoundMin, 0, "must be a positive finite number, got %v", x)
+	case math.IsInf(x, 1):
+		return 0, boundError(policy, field, BoundMax, MaxLimit, "must be a positive finite number, got %v", x)
+	case x > MaxLimit:
+		return 0, boundError(policy, field, BoundMax, MaxLimit, "%v is above the maximum %d", x, MaxLimit)
 	}
 	fp := int64(math.Round(x * unit))
 	if fp == 0 {
-		return 0, policyError(policy, field, "%v is below the resolution of 1e-6", x)
+		return 0, boundError(policy, field, BoundResolution, 1e-6, "%v is below the resolution of 1e-6", x)
 	}
 	return fp, nil
 }
@@ -118,7 +190,7 @@ func millionths(policy, field string, x float64) (int64, error) {
 // checkLimit rejects limits outside 1..MaxLimit.
 func checkLimit(policy, field string, n int64) error {
 	if n <= 0 || n > MaxLimit {
-		return policyError(policy, field, "must be between 1 and %d, got %d", MaxLimit, n)
+		return rangeError(policy, field, 1, MaxLimit, n)
 	}
 	return nil
 }

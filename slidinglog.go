@@ -31,15 +31,23 @@ func (p SlidingWindowLog) Spec() (driver.Spec, error) {
 }
 
 func init() {
-	driver.Register(driver.AlgorithmSlidingWindowLog, driver.Algorithm{
-		Check: checkSlidingWindowLog, Step: stepSlidingWindowLog, Short: "swl"})
+	register(driver.AlgorithmSlidingWindowLog, Algorithm{
+		Label:     "Sliding window log",
+		Doc:       "Exactly limit requests in any rolling window: remembers the time of every request.",
+		Remaining: "left in the window",
+		Summary:   "{limit} in any {window} s.",
+		Params:    []Param{limitParam(MaxLogLimit), windowParam},
+		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
+			return SlidingWindowLog{Limit: n, Window: period}
+		},
+	}, SlidingWindowLog{}, driver.Algorithm{Check: checkSlidingWindowLog, Step: stepSlidingWindowLog, Short: "swl"})
 }
 
 // checkSlidingWindowLog checks a sliding window log's Spec, whose limit is
 // at most MaxLogLimit, and returns its Window.
 func checkSlidingWindowLog(s *driver.Spec) (int64, error) {
 	if s.Limit > MaxLogLimit {
-		return 0, policyError("SlidingWindowLog", "Limit", "%d is above %d", s.Limit, MaxLogLimit)
+		return 0, boundError("SlidingWindowLog", "Limit", BoundMax, MaxLogLimit, "%d is above %d", s.Limit, MaxLogLimit)
 	}
 	return checkWindow(s)
 }

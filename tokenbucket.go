@@ -27,8 +27,21 @@ type TokenBucket struct {
 }
 
 func init() {
-	driver.Register(driver.AlgorithmTokenBucket, driver.Algorithm{
-		Check: checkTokenBucket, Step: stepTokenBucket, Short: "tb"})
+	register(driver.AlgorithmTokenBucket, Algorithm{
+		Label:     "Token bucket",
+		Doc:       "A bucket of capacity tokens; every refill interval adds refill rate tokens. Bursts up to capacity, then the refill rate.",
+		Remaining: "tokens left",
+		Summary:   "Bursts of up to {capacity}, then {refill_rate} every {refill_interval} s.",
+		Recovers:  "fill",
+		Params: []Param{
+			wholeParam("capacity", "Capacity", "tokens", MaxLimit, 10, RoleBurst),
+			decimalParam("refill_rate", "RefillRate", "tokens per interval", "per interval", 1, RoleRate),
+			secondsParam("refill_interval", "RefillInterval", 1, RolePeriod),
+		},
+		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
+			return TokenBucket{Capacity: burst, RefillRate: float64(n), RefillInterval: period}
+		},
+	}, TokenBucket{}, driver.Algorithm{Check: checkTokenBucket, Step: stepTokenBucket, Short: "tb"})
 }
 
 // Spec validates the bucket and returns its integer form: Params holds
@@ -69,7 +82,7 @@ func checkTokenBucket(s *driver.Spec) (int64, error) {
 	}
 	steps := ceilDiv(capacity, rate)
 	if steps > maxPeriodMicros/interval {
-		return 0, policyError("TokenBucket", "RefillRate", "is too slow: the bucket takes %d refills of %v to fill, longer than %v",
+		return 0, boundError("TokenBucket", "RefillRate", BoundPeriod, MaxPeriod.Seconds(), "is too slow: the bucket takes %d refills of %v to fill, longer than %v",
 			steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
 	}
 	return steps * interval, nil
