@@ -95,31 +95,12 @@ func currentLimit(r *config.Rule, l config.Limit) *rlsv3.RateLimitResponse_RateL
 		out.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(u)
 		return out
 	}
-	unit, mult := periodUnit(l.Period)
-	out.Unit = unit
+	unit, mult := config.PeriodUnit(l.Period)
+	out.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[unit])
 	if mult != 1 {
 		out.UnitMultiplier = wrapperspb.UInt32(mult)
 	}
 	return out
-}
-
-// periodUnit expresses a period as a whole number of the largest unit
-// that divides it.
-func periodUnit(p time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
-	for _, u := range []struct {
-		unit rlsv3.RateLimitResponse_RateLimit_Unit
-		d    time.Duration
-	}{
-		{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-		{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
-		{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
-		{rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
-	} {
-		if p >= u.d && p%u.d == 0 && p/u.d <= 1<<32-1 {
-			return u.unit, uint32(p / u.d)
-		}
-	}
-	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 1
 }
 
 // alignedPeriod is the period of an envoy-style limit (a fixed window
@@ -142,25 +123,11 @@ func limitPeriod(l *rlsv3.RateLimitResponse_RateLimit) time.Duration {
 	return unitPeriod(l.GetUnit()) * mult
 }
 
-// unitPeriod is the length of an envoy unit, as envoy counts it.
+// unitPeriod is the length of an envoy unit, as envoy counts it; 0 for
+// UNKNOWN.
 func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
-	switch u {
-	case rlsv3.RateLimitResponse_RateLimit_SECOND:
-		return time.Second
-	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
-		return time.Minute
-	case rlsv3.RateLimitResponse_RateLimit_HOUR:
-		return time.Hour
-	case rlsv3.RateLimitResponse_RateLimit_DAY:
-		return 24 * time.Hour
-	case rlsv3.RateLimitResponse_RateLimit_WEEK:
-		return 7 * 24 * time.Hour
-	case rlsv3.RateLimitResponse_RateLimit_MONTH:
-		return 30 * 24 * time.Hour
-	case rlsv3.RateLimitResponse_RateLimit_YEAR:
-		return 365 * 24 * time.Hour
-	}
-	return 0
+	d, _ := config.UnitPeriod(u.String())
+	return d
 }
 
 // overrideKey identifies a request's limit override by its value.
