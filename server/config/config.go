@@ -18,15 +18,15 @@
 // (ratekeeper.FixedWindow with Aligned set). The extensions, all optional,
 // go in a rate_limit:
 //
-//   - algorithm: one of ratekeeper's, with requests_per_unit per unit (or
-//     per period) as its rate or limit: token_bucket (refills
-//     requests_per_unit tokens at every whole unit), gcra (spreads them
-//     evenly over the unit), leaky_bucket (drains them over the unit),
-//     fixed_window (a window that starts at a key's first request, where
-//     envoy's is aligned to the clock), sliding_window_counter or
-//     sliding_window_log;
-//   - burst: the capacity of token_bucket, gcra and leaky_bucket
-//     (requests_per_unit when absent); the window algorithms have none;
+//   - algorithm: the name of one of ratekeeper.Algorithms, whose policy is
+//     its PerPeriod of requests_per_unit per unit (or per period): such as
+//     token_bucket (refills requests_per_unit tokens at every whole unit),
+//     gcra (spreads them evenly over the unit), leaky_bucket (drains them
+//     over the unit), or fixed_window (a window that starts at a key's
+//     first request, where envoy's is aligned to the clock);
+//   - burst: the capacity of the algorithms that take one (those that
+//     Bursts, such as token_bucket; requests_per_unit when absent); the
+//     window algorithms have none;
 //   - period: a window of any length, such as 30s or 1h30m, instead of unit.
 //
 // and a descriptor may hold several limits, decided all or nothing, in a
@@ -186,17 +186,17 @@ type Limit struct {
 	// RequestsPerUnit is the number of requests per Unit or Period; with a
 	// bucket algorithm, its rate.
 	RequestsPerUnit uint32
-	// Unit is "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH" or "YEAR",
-	// envoy's units; "" for a period.
+	// Unit is the Name of one of envoy's Units, such as "SECOND"; "" for
+	// a period.
 	Unit string
 	// Period is the length of the window: the unit's (a MONTH is 30 days
 	// and a YEAR 365, as envoy has them), or the period's.
 	Period time.Duration
-	// Algorithm is one of the six ratekeeper names, such as "gcra"; ""
-	// means envoy's fixed window aligned to the unit.
+	// Algorithm is the name of one of ratekeeper.Algorithms, such as
+	// "gcra"; "" means envoy's fixed window aligned to the unit.
 	Algorithm string
-	// Burst is the capacity of a bucket algorithm: the burst given, or
-	// RequestsPerUnit. 0 for the window algorithms.
+	// Burst is the capacity of an algorithm that Bursts: the burst given,
+	// or RequestsPerUnit. 0 for the others.
 	Burst int64
 	// Policy is the ratekeeper policy that decides this limit: envoy's
 	// plain rules become ratekeeper.FixedWindow{Limit: rpu, Window: unit,

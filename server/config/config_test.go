@@ -108,7 +108,7 @@ func TestErrors(t *testing.T) {
 			"2: name[0]: must be a mapping, not a string"}},
 		// ratekeeper's extensions
 		{"unknown algorithm", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token-bucket}\n", []string{
-			"4: descriptors[0].rate_limit.algorithm: unknown algorithm 'token-bucket': one of token_bucket, gcra, leaky_bucket, fixed_window, sliding_window_counter, sliding_window_log"}},
+			"4: descriptors[0].rate_limit.algorithm: unknown algorithm 'token-bucket': one of fixed_window, gcra, leaky_bucket, sliding_window_counter, sliding_window_log, token_bucket"}},
 		{"unit and period", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      period: 30s\n      requests_per_unit: 1\n", []string{
 			"6: descriptors[0].rate_limit.period: give unit or period, not both"}},
 		{"bad period", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {period: 5 minutes, requests_per_unit: 1}\n", []string{
@@ -120,9 +120,9 @@ func TestErrors(t *testing.T) {
 		{"period too long", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {period: 100000h, requests_per_unit: 1, algorithm: sliding_window_counter}\n", []string{
 			"4: descriptors[0].rate_limit.period: sliding_window_counter Window of 100000h0m0s is out of range (longest 87600h0m0s)"}},
 		{"burst without a bucket", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n", []string{
-			"7: descriptors[0].rate_limit.burst: burst is the capacity of algorithm token_bucket, gcra, leaky_bucket; a window of envoy's fixed window has none"}},
+			"7: descriptors[0].rate_limit.burst: burst is the capacity of algorithm gcra, leaky_bucket, token_bucket; a window of envoy's fixed window has none"}},
 		{"burst of a window", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: sliding_window_log, burst: 5}\n", []string{
-			"4: descriptors[0].rate_limit.burst: burst is the capacity of algorithm token_bucket, gcra, leaky_bucket; a window of sliding_window_log has none"}},
+			"4: descriptors[0].rate_limit.burst: burst is the capacity of algorithm gcra, leaky_bucket, token_bucket; a window of sliding_window_log has none"}},
 		{"burst zero", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra, burst: 0}\n", []string{
 			"4: descriptors[0].rate_limit.burst: must be between 1 and 1000000000, got 0"}},
 		{"leaky bucket too large", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: leaky_bucket, burst: 2000000}\n", []string{

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"go.yaml.in/yaml/v3"
+)
+
+// single reads a rate_limit into r.
+func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
+	errs := len(b.errs)
+	fs := b.fields(m, path, rateLimitKeys, false)
+	name, _ := b.str(fs["name"])
+	if name != "" {
+		r.Name, r.ExplicitName = name, true
+	}
+	for i, item := range b.list(fs["replaces"]) {
+		p := fmt.Sprintf("%s[%d]", fs["replaces"].path, i)
+		rfs := b.fields(item, p, replacesKeys, false)
+		rname, ok := b.str(rfs["name"])
+		switch {
+		case !ok:
+		case rname == "":
+			b.errorf(item, join(p, "name"), "should not have an empty replaces entry")
+		case rname == name:
+			b.errorf(rfs["name"].v, join(p, "name"), "replaces should not contain name of same descriptor")
+		default:
+			r.Replaces = append(r.Replaces, rname)
+		}
+	}
+	if b.boolean(fs["unlimited"]) {
+		r.Unlimited = true
+		if f := fs["unit"]; f != nil {
+			if unit, ok := b.str(f); ok {
+				if _, valid := UnitPeriod(strings.ToUpper(unit)); valid {
+					b.errorf(f.v, f.path, "should not specify rate limit unit when unlimited")
+				} else if unit != "" {
+					b.warnf(f.v, f.path, "ignored: the rule is unlimited")
+				}
+			}
+		}
+		for _, k := range []string{"algorithm", "burst", "period"} {
+			if f := fs[k]; f != nil {
+				b.errorf(f.k, f.path, "an unlimited rule takes no %s", k)
+			}
+		}
+		if f := fs["requests_per_unit"]; f != nil {
+			if _, ok := b.integer(f, 0, math.MaxUint32); ok {
+				b.warnf(f.k, f.path, "ignored: the rule is unlimited")
+			}
+		}
+		return len(b.errs) == errs
+	}
+	l, ok := b.limit(m, fs, path, false)
+	if !ok || len(b.errs) != errs {
+		return false
+	}
+	r.Limits = []Limit{l}
+	r.policy = l.Policy
+	return true
+}
+
+// multi reads a rate_limits list into r.
+func (b *builder) multi(f *field, r *Rule) bool {
+	errs := len(b.errs)
+	items := b.list(f)
+	if len(b.errs) != errs {
+		return false
+	}
+	if len(items) == 0 || len(items) > driver.MaxParts {
+		b.errorf(f.v, f.path, "holds 1 to %d limits, not %d", driver.MaxParts, len(items))
+		return false
+	}
+	names := map[string]string{}
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", f.path, i)
+		fs := b.fields(item, p, limitKeys, true)
+		l, ok := b.limit(item, fs, p, true)
+		if !ok {
+			continue
+		}
+		if prev, dup := names[l.Name]; dup {
+			at := item
+			if nf := fs["name"]; nf != nil {
+				at = nf.v
+			}
+			b.errorf(at, join(p, "name"), "the limit name '%s' is also %s's: give each limit of a descriptor its own name", l.Name, prev)
+			continue
+		}
+		names[l.Name] = p
+		r.Limits = append(r.Limits, l)
+	}
+	if len(b.errs) != errs {
+		return false
+	}
+	parts := make([]ratekeeper.Policy, len(r.Limits))
+	for i, l := range r.Limits {
+		if l.Policy == nil {
+			return true // blocks everything: no policy
+		}
+		parts[i] = ratekeeper.Named(l.Name, l.Policy)
+	}
+	p := ratekeeper.All(parts...)
+	if err := validate(p); err != nil {
+		b.errorf(f.k, f.path, "%s", policyMsg(err))
+		return false
+	}
+	r.policy = p
+	return true
+}
+
+// limit reads one limit of mapping m, whose fields are fs: from a
+// rate_limit, or (named) an element of rate_limits.
+func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named bool) (Limit, bool) {
+	errs := len(b.errs)
+	var l Limit
+	unitF, periodF := fs["unit"], fs["period"]
+	if periodF != nil && b.isNull(periodF.v) {
+		periodF = nil
+	}
+	if periodF != nil {
+		if unitF != nil && !b.isNull(unitF.v) {
+			b.errorf(periodF.k, periodF.path, "give unit or period, not both")
+		}
+		if text, ok := b.str(periodF); ok {
+			d, err := time.ParseDuration(text)
+			switch {
+			case err != nil:
+				b.errorf(periodF.v, periodF.path, "'%s' is not a duration such as 30s, 5m or 1h30m", text)
+			case d <= 0:
+				b.errorf(periodF.v, periodF.path, "must be positive, got %s", text)
+			}
+			l.Period, l.Name = d, text
+		}
+	} else {
+		unit, ok := b.str(unitF)
+		if ok {
+			up := strings.ToUpper(unit)
+			if d, valid := UnitPeriod(up); valid {
+				l.Unit, l.Period, l.Name = up, d, strings.ToLower(up)
+			} else {
+				at, p := m, join(path, "unit")
+				if unitF != nil {
+					at = unitF.v
+				}
+				b.errorf(at, p, "invalid rate limit unit '%s': one of second, minute, hour, day, week, month and year, or a period such as 30s instead", unit)
+			}
+		}
+	}
+	rpu, ok := b.integer(fs["requests_per_unit"], 0, math.MaxUint32)
+	if ok && rpu > ratekeeper.MaxLimit {
+		b.errorf(fs["requests_per_unit"].v, fs["requests_per_unit"].path, "%d is above the largest limit ratekeeper keeps exactly, %d", rpu, int64(ratekeeper.MaxLimit))
+	}
+	l.RequestsPerUnit = uint32(rpu)
+	if f := fs["algorithm"]; f != nil {
+		if a, ok := b.str(f); ok {
+			if _, known := ratekeeper.LookupAlgorithm(a); !known {
+				b.errorf(f.v, f.path, "unknown algorithm '%s': one of %s", a, algorithmNames(false))
+			}
+			l.Algorithm = a
+		}
+	}
+	alg, _ := ratekeeper.LookupAlgorithm(l.Algorithm)
+	if f := fs["burst"]; f != nil {
+		burst, ok := b.integer(f, 1, ratekeeper.MaxLimit)
+		if ok && !alg.Bursts() {
+			b.errorf(f.k, f.path, "burst is the capacity of algorithm %s; a window of %s has none",
+				algorithmNames(true), cmp.Or(l.Algorithm, "envoy's fixed window"))
+		}
+		l.Burst = burst
+	}
+	if named {
+		if f := fs["name"]; f != nil {
+			if name, ok := b.str(f); ok && name != "" {
+				if why := driver.CheckName(name); why != "" {
+					b.errorf(f.v, f.path, "the name %s", why)
+				}
+				l.Name = name
+			}
+		}
+	}
+	if len(b.errs) != errs {
+		return l, false
+	}
+	if l.Burst == 0 && alg.Bursts() {
+		l.Burst = int64(l.RequestsPerUnit)
+	}
+	if l.RequestsPerUnit == 0 {
+		return l, true // envoy denies every request: no policy decides that
+	}
+	l.Policy = policy(l)
+	if err := validate(l.Policy); err != nil {
+		at, p := m, path
+		if k := policyField(l, errField(err), fs); k != "" {
+			p = join(path, k)
+			if f := fs[k]; f != nil {
+				at = f.v
+			}
+		}
+		b.errorf(at, p, "%s", policyMsg(err))
+		return l, false
+	}
+	return l, true
+}
