@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -42,14 +41,9 @@ func (m *middleware) setFields(h http.Header, res ratekeeper.Result, now time.Ti
 		}
 	}
 	if m.style&HeadersLegacy != 0 {
-		reset := now.Add(res.ResetAfter)
-		epoch := reset.Unix()
-		if reset.Nanosecond() > 0 {
-			epoch++
-		}
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatFloat(math.Floor(res.Remaining), 'f', 0, 64))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(epoch, 10))
+		h.Set(ratelimitfield.LegacyLimitField, strconv.FormatInt(res.Limit, 10))
+		h.Set(ratelimitfield.LegacyRemainingField, ratelimitfield.Remaining(res.Remaining))
+		h.Set(ratelimitfield.LegacyResetField, ratelimitfield.Reset(now.Add(res.ResetAfter)))
 	}
 }
 

@@ -73,9 +73,9 @@ type FailureHandler func(w http.ResponseWriter, r *http.Request, next http.Handl
 // to whole seconds so that a client waiting for it never comes too early:
 //
 //	RateLimit-Policy: "<name>";q=<Limit>;w=<Window, at least 1>
-//	RateLimit: "<name>";r=<Remaining, rounded down>;t=<see below>
+//	RateLimit: "<name>";r=<Remaining, rounded down, at least 0>;t=<see below>
 //	X-RateLimit-Limit: <Limit>
-//	X-RateLimit-Remaining: <Remaining, rounded down>
+//	X-RateLimit-Remaining: <Remaining, rounded down, at least 0>
 //	X-RateLimit-Reset: <Unix epoch seconds when the limiter is full again>
 //	Retry-After: <RetryAfter, at least 1> (429 only)
 //

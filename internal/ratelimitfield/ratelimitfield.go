@@ -4,10 +4,14 @@
 //	RateLimit-Policy: "<name>";q=<quota>;w=<window seconds>, ...
 //	RateLimit: "<name>";r=<remaining>;t=<seconds>, ...
 //	Retry-After: <seconds>
+//	X-RateLimit-Limit: <quota>
+//	X-RateLimit-Remaining: <remaining>
+//	X-RateLimit-Reset: <Unix epoch seconds>
 //
 // RateLimit-Policy and RateLimit are Lists of Structured Fields (RFC 9651)
 // as draft-ietf-httpapi-ratelimit-headers-10 defines them; Retry-After is
-// RFC 9110's delay-seconds. Every time is in whole seconds rounded up, so
+// RFC 9110's delay-seconds; the X-RateLimit-* fields are the legacy ones
+// that many clients still read, with Reset in epoch seconds as GitHub's. Every time is in whole seconds rounded up, so
 // that no field invites a client back before it could pass. A new rate
 // limit field is added here.
 package ratelimitfield
@@ -24,6 +28,10 @@ const (
 	PolicyField     = "RateLimit-Policy"
 	LimitField      = "RateLimit"
 	RetryAfterField = "Retry-After"
+
+	LegacyLimitField     = "X-RateLimit-Limit"
+	LegacyRemainingField = "X-RateLimit-Remaining"
+	LegacyResetField     = "X-RateLimit-Reset"
 )
 
 // A Name is a policy name written as the item of both fields: an sf-string
@@ -65,15 +73,30 @@ func Policy(name Name, quota int64, window time.Duration) string {
 	return string(name) + ";q=" + strconv.FormatInt(quota, 10) + ";w=" + strconv.FormatInt(max(1, Seconds(window)), 10)
 }
 
-// Limit is an item of RateLimit: remaining rounded down and never below 0
-// (a token bucket holding 2.5 tokens admits 2 requests), and t, the time
-// until more quota is available.
+// Limit is an item of RateLimit: the requests remaining (see Remaining),
+// and t, the time until more quota is available.
 func Limit(name Name, remaining float64, t time.Duration) string {
-	r := int64(0)
-	if remaining > 0 {
-		r = int64(min(math.Floor(remaining), 1<<62))
+	return string(name) + ";r=" + Remaining(remaining) + ";t=" + strconv.FormatInt(Seconds(t), 10)
+}
+
+// Remaining is what remains as whole requests, for RateLimit's r and
+// X-RateLimit-Remaining: rounded down (a token bucket holding 2.5 tokens
+// admits 2 requests), and never below 0, not even for a key in debt.
+func Remaining(r float64) string {
+	if !(r > 0) {
+		return "0"
 	}
-	return string(name) + ";r=" + strconv.FormatInt(r, 10) + ";t=" + strconv.FormatInt(Seconds(t), 10)
+	return strconv.FormatInt(int64(min(math.Floor(r), 1<<62)), 10)
+}
+
+// Reset is the value of X-RateLimit-Reset for a limiter full again at t:
+// Unix epoch seconds, rounded up.
+func Reset(t time.Time) string {
+	epoch := t.Unix()
+	if t.Nanosecond() > 0 {
+		epoch++
+	}
+	return strconv.FormatInt(epoch, 10)
 }
 
 // List joins items into one field value, as RFC 9651 serializes a List.
