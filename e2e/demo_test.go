@@ -84,6 +84,23 @@ func TestDemoPage(t *testing.T) {
 		t.Errorf("the live dot says %q", live)
 	}
 
+	// A first visit says what to do, in the result and on the empty
+	// timeline, with the scenarios in view on a laptop's screen.
+	if result := page.text("#result"); !strings.Contains(result, "Submit Request") {
+		t.Errorf("a first visit's result says %q, with no hint", result)
+	}
+	page.waitJS("the empty timeline's hint", `document.getElementById("timeline").dataset.empty === "true"`)
+	if dt := page.text(".facts div:nth-child(3) dt"); dt != "Sent from this tab" {
+		t.Errorf("the counter is labelled %q, not as this tab's", dt)
+	}
+	for _, width := range []int64{wide, 1000} {
+		page.resize(width)
+		if top := page.number(`document.getElementById("burst").getBoundingClientRect().bottom`); top > height {
+			t.Errorf("at %d px the scenarios' first button is below the fold (%v px)", width, top)
+		}
+	}
+	page.resize(wide)
+
 	checkFormFromTable(t, page, base)
 
 	// The picker shows the chosen algorithm's fields, and only those.
@@ -229,11 +246,27 @@ func TestDemoPage(t *testing.T) {
 	}
 	// Every request is on the timeline, one mark each, however close.
 	page.checkRequests(nAllowed, nDenied)
+	if empty := page.eval(`document.getElementById("timeline").dataset.empty`); empty != "false" {
+		t.Errorf("the timeline's hint stays after requests (empty %q)", empty)
+	}
 
 	time.Sleep(700 * time.Millisecond) // some refill on the chart
 	page.checkLayout(wide)
 	page.save("up-1280.png")
 	if path := os.Getenv(envPicture); path != "" {
+		// The picture shows the policy a first run shows.
+		page.do("the default policy",
+			chromedp.SetValue(chromedp.CSS("#tb-capacity"), "10"),
+			chromedp.SetValue(chromedp.CSS("#tb-refill_rate"), "1"),
+			chromedp.SetValue(chromedp.CSS("#tb-refill_interval"), "1"),
+			chromedp.Click(chromedp.CSS("#apply")))
+		page.waitJS("the default policy", `document.getElementById("summary").textContent.includes("Bursts of up to 10, then 1 every 1 s")`)
+		page.do("burst 12",
+			chromedp.SetValue(chromedp.CSS("#burst-n"), "12"),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("burst-n").dispatchEvent(new Event("input"))`),
+			chromedp.Click(chromedp.CSS("#burst")))
+		page.waitJS("the burst's summary", `/^Burst of 12: /.test(document.getElementById("scenario-result").textContent)`)
+		time.Sleep(2500 * time.Millisecond) // some refill on the chart
 		page.savePicture(path, redisAddr)
 	}
 	page.resize(narrow)
@@ -484,6 +517,13 @@ func (p *page) checkLayout(width int) {
 	}).filter(Boolean).join(" | ")`)
 	if apart != "" {
 		p.t.Errorf("at %d px these legend items break: %s", width, apart)
+	}
+	out := p.eval(`Array.from(document.querySelectorAll(".legend > *"), (item) => {
+		const card = item.closest(".card").getBoundingClientRect();
+		return item.getBoundingClientRect().right > card.right - 1 ? item.textContent : "";
+	}).filter(Boolean).join(" | ")`)
+	if out != "" {
+		p.t.Errorf("at %d px these legend items pass the card's edge: %s", width, out)
 	}
 }
 

@@ -71,7 +71,7 @@ var windowField = decimal("window", "Window", "seconds", "s", kindSeconds, maxSe
 var algorithms = []algorithm{
 	{
 		Name: driver.AlgorithmTokenBucket, Label: "Token bucket", Short: "tb", Level: "tokens left",
-		Help:    "A bucket of capacity tokens; every refill interval adds refill rate tokens. Bursts up to capacity, then the refill rate.",
+		Help:    "A bucket that holds up to Capacity tokens and gains Refill rate tokens every Refill interval: bursts of up to Capacity, then the refill rate.",
 		Summary: "Bursts of up to {capacity}, then {refill_rate} every {refill_interval} s.",
 		Fields: []field{
 			whole("capacity", "Capacity", "tokens", ratekeeper.MaxLimit, "Capacity", 10, func(c *config) *int64 { return &c.Capacity }),

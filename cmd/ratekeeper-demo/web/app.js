@@ -523,6 +523,14 @@ function drawTimeline() {
 
   drawLevel(g, x, y, left, right, levelBottom, limit);
   drawRequests(g, x, left, right, allowedY, deniedY);
+  // Until this tab sends a request, say where its requests will show.
+  const empty = state.allowed + state.denied + state.failed === 0;
+  c.dataset.empty = String(empty);
+  if (empty) {
+    g.textAlign = 'center';
+    g.fillStyle = '#57606a';
+    g.fillText('Each request you send shows here, allowed or denied.', (left + right) / 2, (allowedY + deniedY) / 2);
+  }
   drawMarks(g, x, w, labelRows, deniedY + 10);
 
   requestAnimationFrame(drawTimeline);
