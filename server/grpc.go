@@ -26,6 +26,9 @@ func RegisterGRPC(g *grpc.Server, svc *Service) {
 // UNAVAILABLE (unless Options.OnStoreError says otherwise), a request
 // without a domain or descriptors INVALID_ARGUMENT.
 func (g grpcService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := decodeError(req); err != nil {
+		return nil, grpcError(err)
+	}
 	resp, err := g.svc.Decide(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)

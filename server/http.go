@@ -55,7 +55,7 @@ func HTTPHandler(svc *Service, ready func() error, metrics http.Handler) http.Ha
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
-	return mux
+	return Recover(mux, svc.opts.Logger, svc.opts.Metrics)
 }
 
 // serveJSON is envoyproxy/ratelimit's POST /json.

@@ -28,6 +28,7 @@ type Metrics struct {
 	generation   prometheus.Gauge
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
+	panics       prometheus.Counter
 }
 
 // NewMetrics registers the service's metrics with reg.
@@ -62,8 +63,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_server_config_last_load_timestamp_seconds",
 			Help: "When the configuration in use was loaded.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_server_panics_total",
+			Help: "Panics in handlers, recovered and answered as internal errors.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload)
+	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload, m.panics)
 	return m
 }
 
@@ -138,5 +143,11 @@ func (m *Metrics) configLoaded(gen uint64) {
 func (m *Metrics) ReloadFailed() {
 	if m != nil {
 		m.reloadErrors.Inc()
+	}
+}
+
+func (m *Metrics) panicked() {
+	if m != nil {
+		m.panics.Inc()
 	}
 }

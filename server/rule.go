@@ -172,14 +172,24 @@ func (c *overrideCache) get(s *Service, o *ratelimitv3.RateLimitDescriptor_RateL
 	return r, nil
 }
 
+// maxPeriodText is ratekeeper.MaxPeriod in words.
+const maxPeriodText = "10 years (3,650 days)"
+
 // overrideRule makes the rule of a limit override: envoy's fixed window
 // aligned to the unit, under a state name of its own.
 func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[typev3.RateLimitUnit_name[int32(k.unit)]])
-	period := unitPeriod(unit) * time.Duration(max(k.mult, 1))
-	if period <= 0 {
+	per := unitPeriod(unit)
+	if per <= 0 {
 		return nil, fmt.Errorf("%w: limit override with unit %s", errInvalidRequest, k.unit)
 	}
+	// The product is checked before it is made: a multiplier of up to
+	// 2^32-1 times a year overflows a Duration.
+	if mult := time.Duration(max(k.mult, 1)); mult > ratekeeper.MaxPeriod/per {
+		return nil, fmt.Errorf("%w: limit override of %d per %d × %s: the period is longer than %s, the longest a limit may have",
+			errInvalidRequest, k.requests, mult, k.unit, maxPeriodText)
+	}
+	period := per * time.Duration(max(k.mult, 1))
 	limit := &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: k.requests, Unit: unit}
 	if k.mult > 1 {
 		limit.UnitMultiplier = wrapperspb.UInt32(k.mult)

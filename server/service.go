@@ -156,6 +156,18 @@ type descriptor struct {
 // errInvalidRequest marks a request the service refuses to decide.
 var errInvalidRequest = errors.New("invalid rate limit request")
 
+// ErrStoreUnavailable is matched by the error of a decision the store
+// failed. Its text is all a caller sees: the store's own error, with
+// Redis's address and the keys, goes to the log.
+var ErrStoreUnavailable = errors.New("the rate limit store is unavailable")
+
+// storeError is a store's failure as callers see it: ErrStoreUnavailable's
+// text, matching both it and the store's error (a context's end, say).
+type storeError struct{ err error }
+
+func (e storeError) Error() string   { return ErrStoreUnavailable.Error() }
+func (e storeError) Unwrap() []error { return []error{ErrStoreUnavailable, e.err} }
+
 // Decide answers one rate limit request. It returns an error wrapping
 // errInvalidRequest for a request without a domain or descriptors, and the
 // store's error when the store fails and OnStoreError is FailUnavailable.
@@ -202,7 +214,7 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 		s.opts.Metrics.storeError()
 		s.errLog.log(s.opts.Logger, s.opts.Clock(), err)
 		if s.opts.OnStoreError == FailUnavailable || ctx.Err() != nil {
-			return nil, nil, false, err
+			return nil, nil, false, storeError{err}
 		}
 		return snap, ds, true, nil
 	}

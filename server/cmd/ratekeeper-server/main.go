@@ -186,7 +186,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 		grpcLn.Close()
 		return err
 	}
-	g := grpc.NewServer(tr.grpcOptions()...)
+	g := grpc.NewServer(append(server.GRPCOptions(logger, metrics), tr.grpcOptions()...)...)
 	server.RegisterGRPC(g, svc)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
