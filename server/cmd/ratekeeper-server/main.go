@@ -4,6 +4,7 @@
 // ratekeeper in Redis or, without Redis, in process.
 //
 //	ratekeeper-server -config DIR_OR_FILE [-redis URL] [-grpc-addr :8081] [-http-addr :8080]
+//	ratekeeper-server -xds-server HOST:PORT [-xds-node-id ID] [-xds-client-cert FILE -xds-client-key FILE -xds-server-ca FILE] [...]
 //	ratekeeper-server -check -config DIR_OR_FILE
 //
 // See docs/service.md.
@@ -54,6 +55,7 @@ type flags struct {
 	onStoreError string
 	check        bool
 	logLevel     string
+	xds          xdsFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -70,14 +72,18 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.onStoreError, "on-store-error", "unavailable", "answer when the store fails: unavailable (gRPC UNAVAILABLE, HTTP 503), allow or deny")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error, and exit: 0 if valid, else 1")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.xds.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if f.config == "" {
-		return nil, errors.New("-config is required")
+	if err := checkXDSFlags(f); err != nil {
+		return nil, err
+	}
+	if f.config == "" && f.xds.server == "" {
+		return nil, errors.New("-config (or -xds-server) is required")
 	}
 	return f, nil
 }
@@ -143,12 +149,14 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(f.config)
-	if err != nil {
-		for _, e := range unjoin(err) {
-			logger.Error("invalid configuration", "err", e)
+	var cfg *config.Config
+	if f.xds.server == "" {
+		if cfg, err = config.Load(f.config); err != nil {
+			for _, e := range unjoin(err) {
+				logger.Error("invalid configuration", "err", e)
+			}
+			return errors.New("invalid configuration")
 		}
-		return errors.New("invalid configuration")
 	}
 	st, err := openStore(f.redisURL, f.keyPrefix)
 	if err != nil {
@@ -171,11 +179,17 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
 	svc := server.New(tr.store(st.store), server.Options{Shadow: f.shadow, ResponseHeaders: f.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger})
-	if err := svc.SetConfig(cfg); err != nil {
+	xm, err := startXDS(ctx, f.xds, svc, metrics, logger)
+	if err != nil {
 		return err
 	}
-	logger.Info("configuration loaded", "path", f.config, "domains", len(cfg.Domains()))
-	logWarnings(logger, cfg)
+	if cfg != nil {
+		if err := svc.SetConfig(cfg); err != nil {
+			return err
+		}
+		logger.Info("configuration loaded", "path", f.config, "domains", len(cfg.Domains()))
+		logWarnings(logger, cfg)
+	}
 
 	grpcLn, err := net.Listen("tcp", f.grpcAddr)
 	if err != nil {
@@ -192,7 +206,7 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
 	httpSrv := &http.Server{
-		Handler:           tr.http(server.HTTPHandler(svc, st.ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))),
+		Handler:           xm.gate(tr.http(server.HTTPHandler(svc, st.ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -202,6 +216,9 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	go func() { errc <- g.Serve(grpcLn) }()
 	go func() { errc <- httpSrv.Serve(httpLn) }()
 	go func() {
+		if xm != nil {
+			return // the xDS client applies each push
+		}
 		errc <- config.Watch(ctx, f.config, func(c *config.Config) {
 			if err := svc.SetConfig(c); err != nil {
 				metrics.ReloadFailed()
