@@ -210,3 +210,47 @@ func TestStoreErrorHidden(t *testing.T) {
 		t.Errorf("the log lacks the store's error:\n%s", logs.String())
 	}
 }
+
+// TestDecideStrictJSON: /v1/decide refuses what /json refuses, rather
+// than guessing: a key twice (the last would win), data after the value,
+// invalid UTF-8 and unpaired surrogates (both rewritten to U+FFFD, so
+// that two values would share one counter).
+func TestDecideStrictJSON(t *testing.T) {
+	svc := newService(t, memstore.New(), testConfig, Options{})
+	srv := httptest.NewServer(HTTPHandler(svc, nil, nil))
+	defer srv.Close()
+	post := func(path, body string) int {
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	entry := func(value string) string {
+		return `{"domain":"test","descriptors":[{"entries":[{"key":"user","value":"` + value + `"}]}]}`
+	}
+	for _, body := range []string{
+		`{"domain":"other","domain":"test","descriptors":[{"entries":[{"key":"user","value":"a"}]}]}`,
+		`{"domain":"test","descriptors":[{"entries":[{"key":"user","key":"x","value":"a"}]}]}`,
+		entry("a") + `{}`,
+		entry("a") + ` x`,
+		entry("a\xff"),
+		entry(`a\ud800`),
+		entry(`a\udc00b`),
+		entry(`a\ud800\u0041`),
+	} {
+		for _, path := range []string{"/v1/decide", "/json"} {
+			if code := post(path, body); code != http.StatusBadRequest {
+				t.Errorf("%s %q: %d, want 400", path, body, code)
+			}
+		}
+	}
+	for _, body := range []string{entry("a"), entry(`\ud83d\ude00`), entry(`\\ud800`), entry("\u00e9")} {
+		for _, path := range []string{"/v1/decide", "/json"} {
+			if code := post(path, body); code != http.StatusOK {
+				t.Errorf("%s %q: %d, want 200", path, body, code)
+			}
+		}
+	}
+}

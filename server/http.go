@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,9 +151,16 @@ type DecideStatus struct {
 // serveDecide is the native POST /v1/decide.
 func (s *Service) serveDecide(w http.ResponseWriter, r *http.Request) {
 	var in DecideRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		err = checkJSON(body)
+	}
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&in)
+	}
+	if err != nil {
 		http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
