@@ -29,7 +29,7 @@ type TokenBucket struct {
 func init() {
 	register(driver.AlgorithmTokenBucket, Algorithm{
 		Label:     "Token bucket",
-		Doc:       "A bucket of capacity tokens; every refill interval adds refill rate tokens. Bursts up to capacity, then the refill rate.",
+		Doc:       "A bucket that holds up to Capacity tokens and gains Refill rate tokens every Refill interval: bursts of up to Capacity, then the refill rate.",
 		Remaining: "tokens left",
 		Summary:   "Bursts of up to {capacity}, then {refill_rate} every {refill_interval} s.",
 		Recovers:  "fill",

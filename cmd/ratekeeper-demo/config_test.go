@@ -7,34 +7,28 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 )
 
-func TestSeconds(t *testing.T) {
-	for s, want := range map[float64]time.Duration{
-		1:        time.Second,
-		0.1:      100 * time.Millisecond,
-		1.5:      1500 * time.Millisecond,
-		0.000001: time.Microsecond,
-		-2:       -2 * time.Second,
-	} {
-		if got, err := seconds("window", s); err != nil || got != want {
-			t.Errorf("seconds(%v) = %v, %v; want %v", s, got, err, want)
-		}
-	}
-}
-
-// TestPolicies checks that each configuration becomes the policy it names.
+// TestPolicies checks that each configuration becomes the policy it names:
+// each field the policy's field it stands for, seconds as durations.
 func TestPolicies(t *testing.T) {
-	tests := map[config]ratekeeper.Policy{
-		{Algorithm: "token_bucket", Capacity: 5, RefillRate: 0.5, RefillInterval: 0.25}: ratekeeper.TokenBucket{Capacity: 5, RefillRate: 0.5, RefillInterval: 250 * time.Millisecond},
-		{Algorithm: "gcra", Rate: 2, Period: 3, Burst: 4}:                               ratekeeper.GCRA{Rate: 2, Period: 3 * time.Second, Burst: 4},
-		{Algorithm: "fixed_window", Limit: 7, Window: 60}:                               ratekeeper.FixedWindow{Limit: 7, Window: time.Minute},
-		{Algorithm: "sliding_window_log", Limit: 7, Window: 60}:                         ratekeeper.SlidingWindowLog{Limit: 7, Window: time.Minute},
-		{Algorithm: "sliding_window_counter", Limit: 7, Window: 60}:                     ratekeeper.SlidingWindowCounter{Limit: 7, Window: time.Minute},
-		{Algorithm: "leaky_bucket", Capacity: 3, LeakRate: 1.5}:                         ratekeeper.LeakyBucket{Capacity: 3, LeakRate: 1.5},
+	tb := withValues("token_bucket", map[string]float64{"capacity": 5, "refill_rate": 0.5, "refill_interval": 0.25})
+	if got, err := tb.policy(); err != nil || got != (ratekeeper.TokenBucket{Capacity: 5, RefillRate: 0.5, RefillInterval: 250 * time.Millisecond}) {
+		t.Errorf("%v: %#v, %v", tb, got, err)
 	}
-	for c, want := range tests {
+	for _, a := range algorithms {
+		values := map[string]float64{}
+		for i, f := range a.Fields {
+			values[f.Name] = float64(i + 2)
+		}
+		c := withValues(a.Name, values)
 		got, err := c.policy()
+		want, _ := a.alg.Build(c.values)
 		if err != nil || got != want {
-			t.Errorf("%+v: %#v, %v; want %#v", c, got, err, want)
+			t.Errorf("%v: %#v, %v; want %#v", c, got, err, want)
+		}
+		for i, f := range a.Fields {
+			if c.value(f.Name) != float64(i+2) {
+				t.Errorf("%v: %s is %v", c, f.Name, c.value(f.Name))
+			}
 		}
 	}
 }
@@ -45,5 +39,19 @@ func TestDefaults(t *testing.T) {
 		if _, err := newLimiter(memoryBackend(t).store, withAlgorithm(a.Name)); err != nil {
 			t.Errorf("%s defaults: %v", a.Name, err)
 		}
+	}
+}
+
+// TestConfigJSONRoundTrip checks that a config is written as the page
+// reads it, and read back.
+func TestConfigJSONRoundTrip(t *testing.T) {
+	c := withValues("gcra", map[string]float64{"rate": 3, "period": 0.5, "burst": 1000000000})
+	b, err := c.MarshalJSON()
+	if want := `{"algorithm":"gcra","rate":3,"period":0.5,"burst":1000000000}`; err != nil || string(b) != want {
+		t.Fatalf("MarshalJSON = %s, %v; want %s", b, err, want)
+	}
+	var back config
+	if err := back.UnmarshalJSON(b); err != nil || !back.equal(c) {
+		t.Errorf("UnmarshalJSON = %v, %v; want %v", back, err, c)
 	}
 }

@@ -285,7 +285,7 @@ func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if l.cfg != old.cfg {
+	if !l.cfg.equal(old.cfg) {
 		s.current.Store(l)
 		// A bucket drained under the old parameters would make the new
 		// ones look wrong: start from full.
@@ -313,7 +313,7 @@ func (s *server) parse(body []byte, mediaType string, cur config) (*limiter, err
 	if err != nil {
 		return nil, err
 	}
-	if cfg == cur {
+	if cfg.equal(cur) {
 		return s.current.Load(), nil
 	}
 	return s.build(cfg)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -97,12 +98,12 @@ func TestConfigJSON(t *testing.T) {
 		s := newTestServer(t, be)
 		// The original token bucket demo's request: no algorithm, three fields.
 		got := postConfig(t, s, "application/json", `{"capacity":5,"refill_rate":0.5,"refill_interval":1.5}`).Config
-		want := config{Algorithm: "token_bucket", Capacity: 5, RefillRate: 0.5, RefillInterval: 1.5}
-		if got != want {
+		want := withValues("token_bucket", map[string]float64{"capacity": 5, "refill_rate": 0.5, "refill_interval": 1.5})
+		if !got.equal(want) {
 			t.Fatalf("config %+v, want %+v", got, want)
 		}
 		st := getState(t, s)
-		if st.Config != want || st.Algorithm != "token_bucket" || st.Limit != 5 || st.Remaining != 5 || st.WindowMs != 15000 {
+		if !st.Config.equal(want) || st.Algorithm != "token_bucket" || st.Limit != 5 || st.Remaining != 5 || st.WindowMs != 15000 {
 			t.Fatalf("state %+v", st)
 		}
 	})
@@ -112,11 +113,11 @@ func TestConfigForm(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be *backend) {
 		s := newTestServer(t, be)
 		got := postConfig(t, s, "application/x-www-form-urlencoded", "algorithm=leaky_bucket&capacity=4&leak_rate=2.5").Config
-		want := config{Algorithm: "leaky_bucket", Capacity: 4, LeakRate: 2.5}
-		if got != want {
+		want := withValues("leaky_bucket", map[string]float64{"capacity": 4, "leak_rate": 2.5})
+		if !got.equal(want) {
 			t.Fatalf("config %+v, want %+v", got, want)
 		}
-		if st := getState(t, s); st.Config != want || st.Limit != 4 || st.Backend != be.kind {
+		if st := getState(t, s); !st.Config.equal(want) || st.Limit != 4 || st.Backend != be.kind {
 			t.Fatalf("state %+v", st)
 		}
 	})
@@ -125,16 +126,9 @@ func TestConfigForm(t *testing.T) {
 // TestEveryAlgorithm selects each algorithm, JSON and form alike, and
 // drains it: Limit requests pass, the next is denied.
 func TestEveryAlgorithm(t *testing.T) {
-	bodies := map[string]string{
-		"token_bucket":           `{"algorithm":"token_bucket","capacity":3,"refill_rate":1,"refill_interval":3600}`,
-		"gcra":                   `algorithm=gcra&rate=1&period=3600&burst=3`,
-		"fixed_window":           `{"algorithm":"fixed_window","limit":3,"window":3600}`,
-		"sliding_window_log":     `algorithm=sliding_window_log&limit=3&window=3600`,
-		"sliding_window_counter": `{"algorithm":"sliding_window_counter","limit":3,"window":3600}`,
-		"leaky_bucket":           `algorithm=leaky_bucket&capacity=3&leak_rate=0.001`,
-	}
-	if len(bodies) != len(algorithms) {
-		t.Fatalf("the test covers %d algorithms of %d", len(bodies), len(algorithms))
+	bodies := map[string]string{}
+	for i, a := range algorithms {
+		bodies[a.Name] = drainBody(a, i%2 == 0)
 	}
 	forEachBackend(t, func(t *testing.T, be *backend) {
 		s := newTestServer(t, be)
@@ -163,17 +157,52 @@ func TestEveryAlgorithm(t *testing.T) {
 	})
 }
 
+// drainBody is a change to algorithm a, as JSON or a form, that admits
+// 3 requests at once and then one an hour: a burst of 3 and a rate of 1
+// per period of an hour, or a limit of 3 per hour.
+func drainBody(a algorithm, asJSON bool) string {
+	perSecond := !slices.ContainsFunc(a.Fields, func(f field) bool { return f.param.Role == ratekeeper.RolePeriod })
+	var parts []string
+	for _, f := range a.Fields {
+		v := 0.0
+		switch f.param.Role {
+		case ratekeeper.RoleBurst:
+			v = 3
+		case ratekeeper.RolePeriod:
+			v = 3600
+		case ratekeeper.RoleRate:
+			switch {
+			case !a.alg.Bursts():
+				v = 3
+			case perSecond:
+				v = 1.0 / 3600
+			default:
+				v = 1
+			}
+		}
+		if asJSON {
+			parts = append(parts, fmt.Sprintf("%q:%v", f.Name, v))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%v", f.Name, v))
+		}
+	}
+	if asJSON {
+		return fmt.Sprintf(`{"algorithm":%q,%s}`, a.Name, strings.Join(parts, ","))
+	}
+	return "algorithm=" + a.Name + "&" + strings.Join(parts, "&")
+}
+
 // TestConfigKeepsAlgorithm changes one field of the current algorithm
 // without naming it.
 func TestConfigKeepsAlgorithm(t *testing.T) {
 	s := newTestServer(t, memoryBackend(t))
 	postConfig(t, s, "", "algorithm=gcra")
 	got := postConfig(t, s, "", "burst=7").Config
-	if want := (config{Algorithm: "gcra", Rate: 1, Period: 1, Burst: 7}); got != want {
+	if want := withValues("gcra", map[string]float64{"rate": 1, "period": 1, "burst": 7}); !got.equal(want) {
 		t.Errorf("config %+v, want %+v", got, want)
 	}
 	got = postConfig(t, s, "application/json", `{"rate":2}`).Config
-	if want := (config{Algorithm: "gcra", Rate: 2, Period: 1, Burst: 7}); got != want {
+	if want := withValues("gcra", map[string]float64{"rate": 2, "period": 1, "burst": 7}); !got.equal(want) {
 		t.Errorf("config %+v, want %+v", got, want)
 	}
 }
@@ -199,7 +228,7 @@ func TestCrossOrigin(t *testing.T) {
 			}
 		}
 	}
-	if st := getState(t, s); st.Config != defaultConfig() {
+	if st := getState(t, s); !st.Config.equal(defaultConfig()) {
 		t.Fatalf("a cross-origin request changed the policy to %+v", st.Config)
 	}
 	// The page's own requests, and those of curl, which sends neither header.
@@ -218,12 +247,12 @@ func TestConfigKeepsOmittedFields(t *testing.T) {
 	s := newTestServer(t, memoryBackend(t))
 	postConfig(t, s, "", "refill_interval=2")
 	got := postConfig(t, s, "", "capacity=5").Config
-	if want := (config{Algorithm: "token_bucket", Capacity: 5, RefillRate: 1, RefillInterval: 2}); got != want {
+	if want := withValues("token_bucket", map[string]float64{"capacity": 5, "refill_rate": 1, "refill_interval": 2}); !got.equal(want) {
 		t.Errorf("config %+v, want %+v", got, want)
 	}
 	// A new algorithm starts from its defaults.
 	got = postConfig(t, s, "", "algorithm=gcra&rate=3").Config
-	if want := (config{Algorithm: "gcra", Rate: 3, Period: 1, Burst: 10}); got != want {
+	if want := withValues("gcra", map[string]float64{"rate": 3, "period": 1, "burst": 10}); !got.equal(want) {
 		t.Errorf("config %+v, want %+v", got, want)
 	}
 }
@@ -303,7 +332,7 @@ func TestConfigInvalid(t *testing.T) {
 			}
 		}
 	}
-	if st := getState(t, s); st.Config != defaultConfig() {
+	if st := getState(t, s); !st.Config.equal(defaultConfig()) {
 		t.Errorf("invalid requests changed the config to %+v", st.Config)
 	}
 }
@@ -318,7 +347,7 @@ func TestTest(t *testing.T) {
 				t.Fatalf("request %d: %d %s", i+1, w.Code, w.Body)
 			}
 			got := decode[testReply](t, w)
-			if !got.Allowed || got.Remaining != float64(2-i) || got.Limit != 3 || got.Config != cfg {
+			if !got.Allowed || got.Remaining != float64(2-i) || got.Limit != 3 || !got.Config.equal(cfg) {
 				t.Fatalf("request %d: %s", i+1, w.Body)
 			}
 			if r := w.Header().Get("X-RateLimit-Remaining"); r != fmt.Sprint(2-i) {
@@ -330,7 +359,7 @@ func TestTest(t *testing.T) {
 			t.Fatalf("4th request: %d %s", w.Code, w.Body)
 		}
 		got := decode[testReply](t, w)
-		if got.Allowed || got.Remaining != 0 || got.Config != cfg || got.RetryAfterMs <= 3599000 || got.RetryAfterMs > 3600000 {
+		if got.Allowed || got.Remaining != 0 || !got.Config.equal(cfg) || got.RetryAfterMs <= 3599000 || got.RetryAfterMs > 3600000 {
 			t.Errorf("denied: %s", w.Body)
 		}
 		for name, want := range map[string]string{
@@ -469,7 +498,7 @@ func TestConcurrentChanges(t *testing.T) {
 						return
 					}
 					var got testReply
-					if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Limit != got.Config.Capacity {
+					if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || float64(got.Limit) != got.Config.value("capacity") {
 						t.Errorf("POST /test: %s", w.Body)
 						return
 					}
@@ -532,13 +561,11 @@ func TestAlgorithmsEndpoint(t *testing.T) {
 		t.Fatalf("GET /algorithms: %d %s", w.Code, w.Body)
 	}
 	got := decode[[]algorithm](t, w)
-	want := map[string][]string{
-		"token_bucket":           {"capacity", "refill_rate", "refill_interval"},
-		"gcra":                   {"rate", "period", "burst"},
-		"fixed_window":           {"limit", "window"},
-		"sliding_window_log":     {"limit", "window"},
-		"sliding_window_counter": {"limit", "window"},
-		"leaky_bucket":           {"capacity", "leak_rate"},
+	want := map[string][]string{} // the library's
+	for _, a := range ratekeeper.Algorithms() {
+		for _, p := range a.Params {
+			want[a.Name] = append(want[a.Name], p.Name)
+		}
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d algorithms, want %d: %s", len(got), len(want), w.Body)

@@ -166,7 +166,7 @@ func TestRedisDown(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.StoreOK || st.Decision != nil || st.Config.Capacity != 3 || st.Backend != backendRedis || st.RedisAddr != srv.Addr {
+	if st.StoreOK || st.Decision != nil || st.Config.value("capacity") != 3 || st.Backend != backendRedis || st.RedisAddr != srv.Addr {
 		t.Errorf("GET /state with Redis down: %s", w.Body)
 	}
 	// 25 failures, each logged by the server or go-redis: a line or two of
