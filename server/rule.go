@@ -194,11 +194,9 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	if k.mult > 1 {
 		limit.UnitMultiplier = wrapperspb.UInt32(k.mult)
 	}
-	cfg := &config.Rule{Name: "override", Limits: []config.Limit{{RequestsPerUnit: k.requests, Period: period}}}
-	r := &rule{cfg: cfg, override: true, shadow: s.opts.Shadow, block: k.requests == 0, first: limit, aligned: period,
-		metrics: s.opts.Metrics.rule("", cfg.Name)}
+	r := &rule{cfg: &config.Rule{Name: "override"}, override: true, shadow: s.opts.Shadow, block: k.requests == 0,
+		first: limit, aligned: period, metrics: s.opts.Metrics.rule("", "override")}
 	if r.block {
-		r.block = true
 		return r, nil
 	}
 	name := fmt.Sprintf("override-%d-%s-%d", k.requests, strings.ToLower(unit.String()), max(k.mult, 1))
