@@ -2,6 +2,7 @@ package ratekeeper_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -110,4 +111,33 @@ func TestAlgorithmBuild(t *testing.T) {
 			t.Errorf("Build(%v) = %v; want a *PolicyError", values, err)
 		}
 	}
+}
+
+// A configuration that names an algorithm, and n requests per period,
+// makes its policy from the registry; the error of a policy out of
+// bounds says which bound, and its value.
+func ExampleLookupAlgorithm() {
+	a, ok := ratekeeper.LookupAlgorithm("gcra")
+	if !ok {
+		return
+	}
+	fmt.Println(a.Label, "takes a burst:", a.Bursts())
+	for _, p := range a.Params {
+		fmt.Printf("  %s (%s), %v to %v, default %v\n", p.Name, p.Doc, p.Min, p.Max, p.Default)
+	}
+	p := a.PerPeriod(10, time.Second, 20)
+	fmt.Printf("%#v\n", p)
+
+	_, err := ratekeeper.New(memstore.New(), a.PerPeriod(10, 5*time.Microsecond, 1))
+	var pe *ratekeeper.PolicyError
+	if errors.As(err, &pe) {
+		fmt.Println(pe.Field, pe.Bound, pe.Limit)
+	}
+	// Output:
+	// GCRA takes a burst: true
+	//   rate (requests per period), 1 to 1e+09, default 1
+	//   period (seconds), 0 to 3.1536e+08, default 1
+	//   burst (requests at once), 1 to 1e+09, default 10
+	// ratekeeper.GCRA{Rate:10, Period:1000000000, Burst:20}
+	// Rate BoundRate 5
 }
