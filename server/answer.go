@@ -76,6 +76,9 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		}
 		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, names)
 	}
+	if s.opts.LimitHeaders != nil {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.opts.LimitHeaders.fields(resp.Statuses)...)
+	}
 	return resp
 }
 

@@ -63,6 +63,15 @@ type Options struct {
 	// fields to every response with a limit, for Envoy to pass on to the
 	// client.
 	ResponseHeaders bool
+	// LimitHeaders, when not nil, adds envoyproxy/ratelimit's three
+	// header fields (LIMIT_RESPONSE_HEADERS_ENABLED) under these names.
+	LimitHeaders *LimitHeaders
+	// StopIncrementWhenOverLimit is envoy's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, passed through from the
+	// environment: a denied request adds no hits to any of its
+	// descriptors. The service reads it where it decides how the hits of
+	// a denied request count.
+	StopIncrementWhenOverLimit bool
 	// Metrics receives the service's measures; nil records none.
 	Metrics *Metrics
 	// Logger receives store errors (rate limited) and configuration
