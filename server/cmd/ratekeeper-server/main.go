@@ -1,13 +1,15 @@
 // Command ratekeeper-server is a rate limit service for Envoy, Istio and
 // any program that speaks gRPC or HTTP: a drop-in for
-// envoyproxy/ratelimit, reading its configuration format, deciding with
-// ratekeeper in Redis or, without Redis, in process.
+// envoyproxy/ratelimit, reading its configuration format and its
+// environment variables, deciding with ratekeeper in Redis or, without
+// Redis, in process.
 //
-//	ratekeeper-server -config DIR_OR_FILE [-redis URL] [-grpc-addr :8081] [-http-addr :8080]
-//	ratekeeper-server -xds-server HOST:PORT [-xds-node-id ID] [-xds-client-cert FILE -xds-client-key FILE -xds-server-ca FILE] [...]
-//	ratekeeper-server -check -config DIR_OR_FILE
+//	ratekeeper-server [-config DIR_OR_FILE] [-redis URL] [-grpc-addr :8081] [-http-addr :8080]
+//	ratekeeper-server -check [-config DIR_OR_FILE]
 //
-// See docs/service.md.
+// Started with no flags, it reads envoyproxy/ratelimit's environment
+// (RUNTIME_ROOT, REDIS_URL, GRPC_SERVER_USE_TLS, USE_PROMETHEUS, …);
+// flags win over it. See docs/service.md.
 package main
 
 import (
@@ -17,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -26,7 +27,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -40,80 +40,39 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
-// flags are the command line.
-type flags struct {
-	config       string
-	grpcAddr     string
-	httpAddr     string
-	redisURL     string
-	keyPrefix    string
-	shadow       bool
-	headers      bool
-	onStoreError string
-	check        bool
-	logLevel     string
-	xds          xdsFlags
-}
-
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
-	f := &flags{}
-	fs := flag.NewFlagSet("ratekeeper-server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format)")
-	fs.StringVar(&f.grpcAddr, "grpc-addr", ":8081", "`address` of the gRPC API (Envoy's rate limit service, health, reflection)")
-	fs.StringVar(&f.httpAddr, "http-addr", ":8080", "`address` of the HTTP API (/json, /v1/decide, /healthcheck, /readyz, /metrics)")
-	fs.StringVar(&f.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis `URL` (default $REDIS_URL): host:port, redis:// or rediss://, redis+cluster://, redis+sentinel://; none keeps limits in process")
-	fs.StringVar(&f.keyPrefix, "key-prefix", "rk:", "`prefix` of every Redis key")
-	fs.BoolVar(&f.shadow, "shadow", false, "shadow mode for every rule: decide and count, but always answer OK")
-	fs.BoolVar(&f.headers, "response-headers", false, "add the IETF RateLimit and RateLimit-Policy header fields to responses, for Envoy to pass on")
-	fs.StringVar(&f.onStoreError, "on-store-error", "unavailable", "answer when the store fails: unavailable (gRPC UNAVAILABLE, HTTP 503), allow or deny")
-	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error, and exit: 0 if valid, else 1")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.xds.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if err := checkXDSFlags(f); err != nil {
-		return nil, err
-	}
-	if f.config == "" && f.xds.server == "" {
-		return nil, errors.New("-config (or -xds-server) is required")
-	}
-	return f, nil
-}
-
-// run is the command; it returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f, err := parseFlags(args, stderr)
+// run is the command, with its environment read through env; it returns
+// the exit code.
+func run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	s, err := parseSettings(args, env, stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "ratekeeper-server:", err)
-			return 2
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
-		return 0
-	}
-	if f.check {
-		return check(f.config, stdout, stderr)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		fmt.Fprintln(stderr, "ratekeeper-server: -log-level:", err)
+		for _, e := range unjoin(err) {
+			fmt.Fprintln(stderr, "ratekeeper-server:", e)
+		}
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if s.check {
+		return check(s.config, stdout, stderr)
+	}
+	logger, err := newLogger(stderr, s.logLevel, s.logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "ratekeeper-server:", err)
+		return 2
+	}
 	// go-redis logs every failed dial; the service reports store errors
 	// itself, at most once a second, so its lines are for debugging only.
 	redis.SetLogger(redisLogger{logger})
-	if err := serve(ctx, f, logger); err != nil {
+	logIgnored(logger, s.env.Ignored)
+	if err := serve(ctx, s, logger); err != nil {
 		logger.Error("ratekeeper-server stopped", "err", err)
 		return 1
 	}
+	logger.Info("ratekeeper-server stopped")
 	return 0
 }
 
@@ -144,21 +103,21 @@ func unjoin(err error) []error {
 }
 
 // serve runs the service until ctx ends.
-func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
-	onErr, err := server.ParseOnStoreError(f.onStoreError)
+func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
+	onErr, err := server.ParseOnStoreError(s.onStoreError)
 	if err != nil {
 		return err
 	}
-	var cfg *config.Config
-	if f.xds.server == "" {
-		if cfg, err = config.Load(f.config); err != nil {
-			for _, e := range unjoin(err) {
-				logger.Error("invalid configuration", "err", e)
-			}
-			return errors.New("invalid configuration")
-		}
+	certError := func(err error) { logger.Error("certificate not reloaded; keeping the previous one", "err", err) }
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parts, err := runHooks(ctx, s, logger)
+	if err != nil {
+		return err
 	}
-	st, err := openStore(f.redisURL, f.keyPrefix)
+	defer closeHooks(parts, logger)
+
+	st, err := openStore(s.redis, s.keyPrefix, certError)
 	if err != nil {
 		return err
 	}
@@ -168,146 +127,163 @@ func serve(ctx context.Context, f *flags, logger *slog.Logger) error {
 	} else {
 		logger.Info("deciding in Redis", "redis", st.describe)
 	}
-
-	tr, err := startTracingFromEnv(ctx, logger)
-	if err != nil {
-		return err
+	store := st.store
+	for _, p := range parts {
+		if p.wrapStore != nil {
+			store = p.wrapStore(store)
+		}
 	}
-	defer tr.shutdown(logger)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
-	svc := server.New(tr.store(st.store), server.Options{Shadow: f.shadow, ResponseHeaders: f.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger})
-	xm, err := startXDS(ctx, f.xds, svc, metrics, logger)
-	if err != nil {
-		return err
+	opts := server.Options{
+		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
+		StopIncrementWhenOverLimit: s.stopIncrement,
 	}
-	if cfg != nil {
-		if err := svc.SetConfig(cfg); err != nil {
+	if s.limitHeaders {
+		opts.LimitHeaders = &server.LimitHeaders{Limit: s.limitHeaderNames[0], Remaining: s.limitHeaderNames[1], Reset: s.limitHeaderNames[2]}
+	}
+	svc := server.New(store, opts)
+
+	origin := s.config
+	if s.configType != "FILE" {
+		origin = s.configType
+	}
+	sink := newConfigSink(svc, metrics, logger, origin)
+	errc := make(chan error, 5)
+	go func() { errc <- configSources[s.configType](ctx, s, sink) }()
+	if !s.forceStart {
+		select {
+		case <-sink.first:
+		case err := <-errc:
 			return err
+		case <-ctx.Done():
+			return nil
 		}
-		logger.Info("configuration loaded", "path", f.config, "domains", len(cfg.Domains()))
-		logWarnings(logger, cfg)
 	}
 
-	grpcLn, err := net.Listen("tcp", f.grpcAddr)
+	gopts, err := grpcOptions(s, certError)
+	if err != nil {
+		return fmt.Errorf("gRPC TLS: %w", err)
+	}
+	gopts = append(gopts, server.GRPCOptions(logger, metrics)...)
+	for _, p := range parts {
+		gopts = append(gopts, p.grpcOptions...)
+	}
+	lns, err := listenAll([]struct{ name, network, addr string }{
+		{"grpc", s.grpcNetwork, s.grpcAddr},
+		{"http", "tcp", s.httpAddr},
+		{"metrics", "tcp", s.metricsAddr},
+		{"debug", "tcp", s.debugAddr},
+	})
 	if err != nil {
 		return err
 	}
-	httpLn, err := net.Listen("tcp", f.httpAddr)
-	if err != nil {
-		grpcLn.Close()
-		return err
-	}
-	g := grpc.NewServer(append(server.GRPCOptions(logger, metrics), tr.grpcOptions()...)...)
+	g := grpc.NewServer(gopts...)
 	server.RegisterGRPC(g, svc)
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{
-		Handler:           xm.gate(tr.http(server.HTTPHandler(svc, st.ready, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 3)
-	go func() { errc <- g.Serve(grpcLn) }()
-	go func() { errc <- httpSrv.Serve(httpLn) }()
-	go func() {
-		if xm != nil {
-			return // the xDS client applies each push
+	var httpMetrics http.Handler
+	if s.metricsAddr == "" {
+		httpMetrics = metricsHandler(reg)
+	}
+	healthy := configHealthy(s, sink)
+	var handler http.Handler = withHealthcheck(server.HTTPHandler(svc, st.ready, httpMetrics), healthy)
+	for _, p := range parts {
+		if p.wrapHTTP != nil {
+			handler = p.wrapHTTP(handler)
 		}
-		errc <- config.Watch(ctx, f.config, func(c *config.Config) {
-			if err := svc.SetConfig(c); err != nil {
-				metrics.ReloadFailed()
-				logger.Error("configuration not applied; keeping the previous one", "err", err)
-				return
-			}
-			logger.Info("configuration reloaded", "generation", svc.Generation(), "domains", len(c.Domains()))
-			logWarnings(logger, c)
-		}, func(err error) {
-			metrics.ReloadFailed()
-			for _, e := range unjoin(err) {
-				logger.Error("invalid configuration; keeping the previous one", "err", e)
-			}
-		})
-	}()
-	go watchHealth(ctx, healthSrv, st.ready, logger)
-	logger.Info("serving", "grpc", grpcLn.Addr().String(), "http", httpLn.Addr().String())
+	}
+	servers := []*http.Server{httpServer(handler, s.conns)}
+	go func() { errc <- g.Serve(lns[0].ln) }()
+	go func() { errc <- servers[0].Serve(lns[1].ln) }()
+	if ln := lns[2].ln; ln != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET "+s.metricsPath, metricsHandler(reg))
+		servers = append(servers, httpServer(mux, s.conns))
+		go func(h *http.Server) { errc <- h.Serve(ln) }(servers[len(servers)-1])
+	}
+	if ln := lns[3].ln; ln != nil {
+		// Profiles take longer than a request: no write timeout here.
+		h := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, h)
+		go func() { errc <- h.Serve(ln) }()
+	}
+	go watchHealth(ctx, healthSrv, st.ready, healthy, logger)
+	logServing(logger, s, lns)
 
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
 	cancel()
-	shutdown(g, httpSrv)
+	shutdown(g, servers)
 	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
 }
 
-// logWarnings logs what the configuration holds that envoyproxy/ratelimit
-// would accept but ignore.
-func logWarnings(logger *slog.Logger, cfg *config.Config) {
-	for _, w := range cfg.Warnings() {
-		logger.Warn("configuration: ignored", "warning", w)
+// logServing logs exactly what the service listens on.
+func logServing(logger *slog.Logger, s *settings, lns []listener) {
+	args := []any{}
+	for _, l := range lns {
+		if l.ln != nil {
+			args = append(args, l.name, l.ln.Addr().String())
+		}
+	}
+	if lns[2].ln != nil {
+		args = append(args, "metrics_path", s.metricsPath)
+	}
+	args = append(args, "grpc_tls", s.grpcTLS.cert != "", "grpc_mtls", s.grpcTLS.clientCA != "")
+	logger.Info("serving", args...)
+}
+
+// runHooks starts the optional parts of this build.
+func runHooks(ctx context.Context, s *settings, logger *slog.Logger) ([]*hookParts, error) {
+	var parts []*hookParts
+	for _, h := range hooks {
+		p, err := h(ctx, s, logger)
+		if err != nil {
+			closeHooks(parts, logger)
+			return nil, err
+		}
+		if p != nil {
+			parts = append(parts, p)
+		}
+	}
+	return parts, nil
+}
+
+// closeHooks stops the optional parts, within five seconds in all.
+func closeHooks(parts []*hookParts, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, p := range parts {
+		if p.close != nil {
+			if err := p.close(ctx); err != nil {
+				logger.Warn("stopping", "err", err)
+			}
+		}
 	}
 }
 
-// shutdown stops both servers, letting calls in flight finish for up to
+// shutdown stops the servers, letting calls in flight finish for up to
 // five seconds.
-func shutdown(g *grpc.Server, h *http.Server) {
+func shutdown(g *grpc.Server, hs []*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { g.GracefulStop(); close(done) }()
-	h.Shutdown(ctx)
+	for _, h := range hs {
+		h.Shutdown(ctx)
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
 		g.Stop()
 	}
-}
-
-// watchHealth keeps gRPC health in step with the store: SERVING while it
-// answers, NOT_SERVING while not.
-func watchHealth(ctx context.Context, h *health.Server, ready func() error, logger *slog.Logger) {
-	var last healthpb.HealthCheckResponse_ServingStatus = -1
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		st := healthpb.HealthCheckResponse_SERVING
-		if ready != nil {
-			if err := ready(); err != nil {
-				st = healthpb.HealthCheckResponse_NOT_SERVING
-				if last != st {
-					logger.Warn("not ready: the store does not answer", "err", err)
-				}
-			} else if last == healthpb.HealthCheckResponse_NOT_SERVING {
-				logger.Info("ready: the store answers")
-			}
-		}
-		if st != last {
-			h.SetServingStatus("", st)
-			h.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", st)
-			last = st
-		}
-		select {
-		case <-ctx.Done():
-			h.Shutdown()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// redisLogger routes go-redis's own log lines to the debug level.
-type redisLogger struct{ logger *slog.Logger }
-
-// Printf implements go-redis's internal.Logging.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.logger.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

@@ -33,6 +33,9 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1}
 `
 
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -46,20 +49,23 @@ func TestCheck(t *testing.T) {
 	writeFile(t, good, oneConfig)
 	writeFile(t, bad, "domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: -1}\n")
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"-check", "-config", good}, &out, &errOut); code != 0 {
+	if code := run(context.Background(), []string{"-check", "-config", good}, noEnv, &out, &errOut); code != 0 {
 		t.Fatalf("valid config: exit %d, %s", code, errOut.String())
 	}
 	out.Reset()
 	errOut.Reset()
-	if code := run(context.Background(), []string{"-check", "-config", bad}, &out, &errOut); code != 1 {
+	if code := run(context.Background(), []string{"-check", "-config", bad}, noEnv, &out, &errOut); code != 1 {
 		t.Fatalf("invalid config: exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "bad.yaml:4") || !strings.Contains(lines[1], "bad.yaml:6") {
 		t.Fatalf("want both errors, each with its file and line; got:\n%s", errOut.String())
 	}
-	if code := run(context.Background(), []string{"-grpc-addr", ":0"}, &out, &errOut); code != 2 {
-		t.Fatalf("no -config: exit %d", code)
+	// No -config and no environment: envoy's default directory, absent here.
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, noEnv, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "/srv/runtime_data/current/config") {
+		t.Fatalf("no -config: exit %d, want 1 naming envoy's default directory; log:\n%s", code, errOut.String())
 	}
 }
 
@@ -78,7 +84,7 @@ func TestRedisURLs(t *testing.T) {
 		{"127.0.0.1:6379", "*redis.Client"},
 		{"localhost", ""},
 	} {
-		c, err := redisClient(tc.url)
+		c, err := redisClient(redisSettings{url: tc.url}, nil)
 		if tc.kind == "" {
 			if err == nil {
 				t.Errorf("%s: want an error", tc.url)
@@ -94,7 +100,7 @@ func TestRedisURLs(t *testing.T) {
 		}
 		c.Close()
 	}
-	_, err := redisClient("redis://user:secret@127.0.0.1:6379/notadb")
+	_, err := redisClient(redisSettings{url: "redis://user:secret@127.0.0.1:6379/notadb"}, nil)
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("want an error without the password, got %v", err)
 	}
@@ -140,11 +146,17 @@ type instance struct {
 // its /healthcheck.
 func start(t *testing.T, args ...string) *instance {
 	t.Helper()
+	return startEnv(t, noEnv, args...)
+}
+
+// startEnv is start with an environment.
+func startEnv(t *testing.T, env func(string) (string, bool), args ...string) *instance {
+	t.Helper()
 	s := &instance{grpc: freeAddr(t), http: freeAddr(t), log: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-grpc-addr", s.grpc, "-http-addr", s.http}, args...), io.Discard, s.log)
+		done <- run(ctx, append([]string{"-grpc-addr", s.grpc, "-http-addr", s.http}, args...), env, io.Discard, s.log)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -446,7 +458,7 @@ func TestHotReload(t *testing.T) {
 
 func TestRedisClientsHonourDeadlines(t *testing.T) {
 	for _, u := range []string{"redis://127.0.0.1:6379", "redis+cluster://127.0.0.1:7000", "redis+sentinel://127.0.0.1:26379?master_name=m"} {
-		c, err := redisClient(u)
+		c, err := redisClient(redisSettings{url: u}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

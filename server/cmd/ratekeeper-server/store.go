@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,27 +26,15 @@ type store struct {
 // readyTimeout bounds the PING of a readiness check.
 const readyTimeout = time.Second
 
-// openStore opens the store a Redis URL names, or the in-process store
-// without one. It does not contact Redis: the service starts while Redis
-// is down, and is ready once it answers.
-//
-// The URL forms:
-//
-//	host:port                                        one server, as envoyproxy/ratelimit's REDIS_URL
-//	redis://[user:password@]host:port[/db]           one server (rediss:// for TLS)
-//	redis+cluster://[user:password@]host:port[?addr=host:port&addr=…]
-//	                                                 a Redis Cluster: seed nodes
-//	redis+sentinel://[user:password@]host:port[?addr=host:port&…]&master_name=NAME
-//	                                                 Sentinel: sentinels, and the primary's name
-//
-// (rediss+cluster:// and rediss+sentinel:// for TLS), with go-redis's
-// options as query parameters (dial_timeout=3s, pool_size=20, …).
-func openStore(rawURL, prefix string) (*store, error) {
-	if rawURL == "" {
+// openStore opens the store the Redis settings name, or the in-process
+// store without a Redis URL. It does not contact Redis: the service
+// starts while Redis is down, and is ready once it answers.
+func openStore(r redisSettings, prefix string, onCertError func(error)) (*store, error) {
+	if r.url == "" {
 		m := memstore.New()
 		return &store{store: m, describe: "in process", close: m.Close}, nil
 	}
-	client, err := redisClient(rawURL)
+	client, err := redisClient(r, onCertError)
 	if err != nil {
 		return nil, err
 	}
@@ -60,58 +46,30 @@ func openStore(rawURL, prefix string) (*store, error) {
 	return &store{
 		store:    redisstore.New(client, redisstore.WithKeyPrefix(prefix)),
 		ready:    ready,
-		describe: redact(rawURL),
+		describe: r.describe(),
 		close:    client.Close,
 	}, nil
 }
 
-// redisClient makes the go-redis client of a URL. The client bounds each
-// call by its context's deadline (ContextTimeoutEnabled): Envoy gives every
-// call one, and the store then needs no goroutine of its own to keep it.
-func redisClient(rawURL string) (redis.UniversalClient, error) {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		// envoyproxy/ratelimit's REDIS_URL: a bare host:port.
-		if _, _, err := net.SplitHostPort(rawURL); err != nil {
-			return nil, fmt.Errorf("invalid Redis URL %s: want host:port or redis://host:port", redact(rawURL))
-		}
-		scheme, rest = "redis", rawURL
+// redisClient makes the go-redis client of the settings. The client bounds
+// each call by its context's deadline (ContextTimeoutEnabled): Envoy gives
+// every call one, and the store then needs no goroutine of its own to keep
+// it.
+func redisClient(r redisSettings, onCertError func(error)) (redis.UniversalClient, error) {
+	t, err := r.target()
+	if err != nil {
+		return nil, err
 	}
-	base, kind, _ := strings.Cut(scheme, "+")
-	if base != "redis" && base != "rediss" {
-		return nil, fmt.Errorf("invalid Redis URL %s: the scheme must be redis, rediss, redis+cluster or redis+sentinel", redact(rawURL))
+	if err := r.overlay(t.common(), onCertError); err != nil {
+		return nil, err
 	}
-	plain := base + "://" + rest
-	var client redis.UniversalClient
-	switch kind {
-	case "":
-		opts, err := redis.ParseURL(plain)
-		if err != nil {
-			return nil, urlError(rawURL, err)
-		}
-		opts.ContextTimeoutEnabled = true
-		client = redis.NewClient(opts)
-	case "cluster":
-		opts, err := redis.ParseClusterURL(plain)
-		if err != nil {
-			return nil, urlError(rawURL, err)
-		}
-		opts.ContextTimeoutEnabled = true
-		client = redis.NewClusterClient(opts)
-	case "sentinel":
-		opts, err := redis.ParseFailoverURL(plain)
-		if err != nil {
-			return nil, urlError(rawURL, err)
-		}
-		if opts.MasterName == "" {
-			return nil, fmt.Errorf("invalid Redis URL %s: Sentinel needs master_name=NAME", redact(rawURL))
-		}
-		opts.ContextTimeoutEnabled = true
-		client = redis.NewFailoverClient(opts)
-	default:
-		return nil, fmt.Errorf("invalid Redis URL %s: unknown kind %q (cluster or sentinel)", redact(rawURL), kind)
+	switch {
+	case t.cluster != nil:
+		return redis.NewClusterClient(t.cluster), nil
+	case t.failover != nil:
+		return redis.NewFailoverClient(t.failover), nil
 	}
-	return client, nil
+	return redis.NewClient(t.single), nil
 }
 
 // urlError reports a URL go-redis refused, without the URL it quotes,

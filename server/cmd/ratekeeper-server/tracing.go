@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 
 	"github.com/ratekeeper/ratekeeper/server"
+	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
 	"github.com/ratekeeper/ratekeeper/server/tracing"
 )
 
@@ -23,32 +21,34 @@ type tracingSettings struct {
 	config  tracing.Config
 }
 
-// tracingFromEnv reads TRACING_ENABLED, TRACING_EXPORTER_PROTOCOL,
+// tracingFromEnv is envoy's TRACING_ENABLED, TRACING_EXPORTER_PROTOCOL,
 // TRACING_SAMPLING_RATE and TRACING_SERVICE_NAME, _NAMESPACE and
-// _INSTANCE_ID. The exporter reads OTEL_EXPORTER_OTLP_* itself.
-func tracingFromEnv(getenv func(string) string) (tracingSettings, error) {
-	s := tracingSettings{config: tracing.Config{
-		Protocol:          getenv("TRACING_EXPORTER_PROTOCOL"),
-		ServiceName:       getenv("TRACING_SERVICE_NAME"),
-		ServiceNamespace:  getenv("TRACING_SERVICE_NAMESPACE"),
-		ServiceInstanceID: getenv("TRACING_SERVICE_INSTANCE_ID"),
-		SamplingRate:      1,
+// _INSTANCE_ID, as the environment gave them. The exporter reads
+// OTEL_EXPORTER_OTLP_* itself.
+func tracingFromEnv(e *envsettings.Settings) tracingSettings {
+	return tracingSettings{enabled: e.TracingEnabled, config: tracing.Config{
+		Protocol:          e.TracingExporterProtocol,
+		ServiceName:       e.TracingServiceName,
+		ServiceNamespace:  e.TracingServiceNamespace,
+		ServiceInstanceID: e.TracingServiceInstanceID,
+		SamplingRate:      e.TracingSamplingRate,
 	}}
-	if v := getenv("TRACING_ENABLED"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return s, fmt.Errorf("TRACING_ENABLED=%q: want true or false", v)
-		}
-		s.enabled = b
+}
+
+func init() { hooks = append(hooks, tracingHook) }
+
+// tracingHook starts tracing when the settings enable it.
+func tracingHook(ctx context.Context, s *settings, logger *slog.Logger) (*hookParts, error) {
+	tr, err := startTracing(ctx, tracingFromEnv(s.env), logger)
+	if err != nil || tr.t == nil {
+		return nil, err
 	}
-	if v := getenv("TRACING_SAMPLING_RATE"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return s, fmt.Errorf("TRACING_SAMPLING_RATE=%q: want a number between 0 and 1", v)
-		}
-		s.config.SamplingRate = f
-	}
-	return s, nil
+	return &hookParts{
+		grpcOptions: tr.grpcOptions(),
+		wrapStore:   tr.store,
+		wrapHTTP:    tr.http,
+		close:       tr.t.Shutdown,
+	}, nil
 }
 
 // tracer is the service's tracing, or none: each method passes its
@@ -96,25 +96,4 @@ func (tr tracer) http(h http.Handler) http.Handler {
 		return h
 	}
 	return tr.t.HTTPHandler(h)
-}
-
-// shutdown exports the spans not yet exported, for up to five seconds.
-func (tr tracer) shutdown(logger *slog.Logger) {
-	if tr.t == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := tr.t.Shutdown(ctx); err != nil {
-		logger.Warn("tracing: spans not exported at shutdown", "err", err)
-	}
-}
-
-// startTracingFromEnv starts tracing as the environment says.
-func startTracingFromEnv(ctx context.Context, logger *slog.Logger) (tracer, error) {
-	s, err := tracingFromEnv(os.Getenv)
-	if err != nil {
-		return tracer{}, err
-	}
-	return startTracing(ctx, s, logger)
 }

@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
 	"github.com/ratekeeper/ratekeeper/server/internal/otlptest"
 	"github.com/ratekeeper/ratekeeper/server/tracing"
 )
@@ -19,11 +20,14 @@ import (
 // the spans still buffered are exported when it stops.
 func TestTracingFromEnv(t *testing.T) {
 	col := otlptest.Start(t, "grpc")
-	t.Setenv("TRACING_ENABLED", "true")
-	t.Setenv("TRACING_EXPORTER_PROTOCOL", "grpc")
-	t.Setenv("TRACING_SERVICE_NAME", "ratelimit-test")
-	t.Setenv("TRACING_SERVICE_NAMESPACE", "envoy-gateway-system")
-	t.Setenv("TRACING_SERVICE_INSTANCE_ID", "ratelimit-0")
+	env := map[string]string{
+		"TRACING_ENABLED":             "true",
+		"TRACING_EXPORTER_PROTOCOL":   "grpc",
+		"TRACING_SERVICE_NAME":        "ratelimit-test",
+		"TRACING_SERVICE_NAMESPACE":   "envoy-gateway-system",
+		"TRACING_SERVICE_INSTANCE_ID": "ratelimit-0",
+	}
+	// The SDK reads its own variables from the process.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.Endpoint)
 	const trace, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	t.Cleanup(func() {
@@ -52,7 +56,7 @@ func TestTracingFromEnv(t *testing.T) {
 	})
 	path := filepath.Join(t.TempDir(), "web.yaml")
 	writeFile(t, path, oneConfig)
-	s := start(t, "-config", path)
+	s := startEnv(t, envOf(env), "-config", path)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+trace+"-"+parent+"-01")
@@ -66,19 +70,19 @@ func TestTracingFromEnv(t *testing.T) {
 }
 
 func TestTracingSettings(t *testing.T) {
-	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
-	s, err := tracingFromEnv(env(nil))
-	if err != nil || s.enabled || s.config.SamplingRate != 1 || s.config.Protocol != "" {
-		t.Errorf("defaults: %+v, %v; want off, sampling rate 1", s, err)
-	}
-	s, err = tracingFromEnv(env(map[string]string{"TRACING_ENABLED": "true", "TRACING_SAMPLING_RATE": "0.25"}))
-	if err != nil || !s.enabled || s.config.SamplingRate != 0.25 {
-		t.Errorf("enabled at 0.25: %+v, %v", s, err)
-	}
-	for _, kv := range []map[string]string{{"TRACING_ENABLED": "yes"}, {"TRACING_SAMPLING_RATE": "half"}} {
-		if _, err := tracingFromEnv(env(kv)); err == nil {
-			t.Errorf("%v: no error", kv)
+	load := func(kv map[string]string) tracingSettings {
+		t.Helper()
+		e, err := envsettings.Load(envOf(kv))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return tracingFromEnv(e)
+	}
+	if s := load(nil); s.enabled || s.config.SamplingRate != 1 || s.config.Protocol != "http" || s.config.ServiceName != "RateLimit" {
+		t.Errorf("defaults: %+v; want off, sampling rate 1, http, envoy's service name", s)
+	}
+	if s := load(map[string]string{"TRACING_ENABLED": "true", "TRACING_SAMPLING_RATE": "0.25"}); !s.enabled || s.config.SamplingRate != 0.25 {
+		t.Errorf("enabled at 0.25: %+v", s)
 	}
 	if _, err := startTracing(context.Background(), tracingSettings{enabled: true, config: tracing.Config{Protocol: "udp"}}, nil); err == nil {
 		t.Error("TRACING_EXPORTER_PROTOCOL=udp: no error")

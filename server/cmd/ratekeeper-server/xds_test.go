@@ -135,12 +135,12 @@ func TestXDSFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-config", "x.yaml", "-xds-server", "h:1"}, "give -config or -xds-server, not both"},
-		{[]string{"-force-start", "-config", "x.yaml"}, "go with -xds-server"},
+		{[]string{"-check", "-xds-server", "h:1"}, "-check reads -config"},
 		{[]string{"-xds-server", "h:1", "-xds-client-cert", "c.pem"}, "give the client certificate and its key, or neither"},
 		{[]string{"-xds-server", "h:1", "-xds-headers", "nocolon"}, "want key:value"},
 	} {
 		var log syncBuffer
-		code := run(t.Context(), append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, tc.args...), &log, &log)
+		code := run(t.Context(), append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, tc.args...), noEnv, &log, &log)
 		if code == 0 || !strings.Contains(log.String(), tc.want) {
 			t.Errorf("%v: exit %d, output %q; want it to say %q", tc.args, code, log.String(), tc.want)
 		}
