@@ -5,6 +5,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
 // LimitHeaders names the three header fields envoyproxy/ratelimit adds
@@ -37,10 +39,7 @@ func (h *LimitHeaders) fields(statuses []*rlsv3.RateLimitResponse_DescriptorStat
 	if binding == nil {
 		return nil
 	}
-	reset := binding.GetDurationUntilReset().GetSeconds()
-	if binding.GetDurationUntilReset().GetNanos() > 0 {
-		reset++
-	}
+	reset := ratelimitfield.Seconds(binding.GetDurationUntilReset().AsDuration())
 	return []*corev3.HeaderValue{
 		{Key: h.Limit, Value: strconv.FormatUint(uint64(binding.GetCurrentLimit().GetRequestsPerUnit()), 10)},
 		{Key: h.Remaining, Value: strconv.FormatUint(uint64(binding.GetLimitRemaining()), 10)},
