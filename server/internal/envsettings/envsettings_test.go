@@ -285,3 +285,17 @@ func TestEnvoySettingsSource(t *testing.T) {
 		t.Errorf("envoy's settings.go reads %v\nthe list here is %v", a, b)
 	}
 }
+
+// TestEveryVariableDocumented checks that docs/service.md's table names
+// every variable, honoured or not.
+func TestEveryVariableDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "service.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range Names() {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/service.md does not name %s", name)
+		}
+	}
+}
