@@ -141,13 +141,18 @@ type tally struct {
 // against that service's model, and the two answers against each other
 // wherever the models agree.
 func TestRandomSequences(t *testing.T) {
+	randomSequences(t, func(t *testing.T, domains map[string][]*rule) *pair { return startPair(t, domains) })
+}
+
+// randomSequences runs the random comparison on the pair start returns.
+func randomSequences(t *testing.T, start func(*testing.T, map[string][]*rule) *pair) {
 	const sequences, requests = 4, 80
 	domains := map[string][]*rule{}
 	names := make([][2]string, sequences)
 	for i := range names {
 		names[i] = twoDomains(t, domains, fmt.Sprintf("seq%d", i), diffRules)
 	}
-	p := startPair(t, domains)
+	p := start(t, domains)
 	envoyM, rkM := newEnvoyModel(domains), newRatekeeperModel(domains)
 	var n tally
 	for i := range sequences {
