@@ -16,7 +16,8 @@ import (
 // name, the fields of its policy with their ranges and defaults, and how
 // to make its policy from "n requests per period, with a burst". Each
 // algorithm registers its own beside its policy, so that such programs
-// loop over Algorithms and never list the algorithms themselves.
+// loop over Algorithms and never list the algorithms themselves. It is
+// the people's side of an algorithm, as driver.Algorithm is the stores'.
 type Algorithm struct {
 	// Name is the algorithm's name, as in driver.Spec.Algorithm:
 	// "token_bucket".
