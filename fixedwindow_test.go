@@ -7,7 +7,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // TestFixedWindowAlignedSpec checks how a FixedWindow's alignment is
@@ -31,8 +31,8 @@ func TestFixedWindowAlignedSpec(t *testing.T) {
 	if aligned.Params != want.Params {
 		t.Fatalf("aligned Params = %+v, want %+v", aligned.Params, want.Params)
 	}
-	ps, _ := results.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute})
-	as, _ := results.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute, Aligned: true})
+	ps, _ := testutil.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute})
+	as, _ := testutil.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute, Aligned: true})
 	if ps.Short() != "fw" || as.Short() != "fwa" || ps.StateID() == as.StateID() || ps.Key() == as.Key() {
 		t.Fatalf("Short %q and %q, StateIDs equal %v: want fw and fwa, apart",
 			ps.Short(), as.Short(), ps.StateID() == as.StateID())

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 // FuzzTokenBucket drives the token bucket model with arbitrary parameters,
@@ -21,7 +21,7 @@ func FuzzTokenBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, capacity int64, rate float64, intervalMicros int64, ops []byte) {
 		p := ratekeeper.TokenBucket{Capacity: capacity, RefillRate: rate,
 			RefillInterval: time.Duration(intervalMicros) * time.Microsecond}
-		spec, err := results.SpecOf(p)
+		spec, err := testutil.SpecOf(p)
 		if err != nil {
 			if !errors.Is(err, ratekeeper.ErrInvalidPolicy) {
 				t.Fatalf("Spec() error %v does not wrap ErrInvalidPolicy", err)
@@ -51,7 +51,7 @@ func FuzzTokenBucket(f *testing.F) {
 			}
 			n := c % (capacity + 1)
 			before := st
-			res := results.Step(spec, &st, now, n)
+			res, _ := ratekeeper.ResultOf(spec, driver.Decision{Outcome: spec.Step(&st, now, n, driver.Take)})
 			if res.Remaining < 0 || res.Remaining > float64(res.Limit) || res.Limit != capacity {
 				t.Fatalf("step %d: Remaining %v, Limit %d out of bounds", i/3, res.Remaining, res.Limit)
 			}

@@ -35,22 +35,23 @@ import (
 )
 
 // MaxKeyLen is the longest key, in bytes, that a Limiter accepts.
-const MaxKeyLen = 512
+const MaxKeyLen = driver.MaxKeyLen
 
 // Errors returned for input that can never succeed. Test for them with
-// errors.Is; the returned errors carry the details.
+// errors.Is; the returned errors carry the details. Stores return the
+// same, from the checks of package driver.
 var (
 	// ErrInvalidPolicy: a policy's parameters are out of range. The
 	// error is a *PolicyError, which names the field.
-	ErrInvalidPolicy = errors.New("ratekeeper: invalid policy")
+	ErrInvalidPolicy = driver.ErrInvalidSpec
 	// ErrInvalidKey: a key is empty or longer than MaxKeyLen.
-	ErrInvalidKey = errors.New("ratekeeper: invalid key")
+	ErrInvalidKey = driver.ErrInvalidKey
 	// ErrInvalidCost: a cost is negative or more than the policy can ever
 	// admit. The latter also matches ErrCostTooHigh.
-	ErrInvalidCost = errors.New("ratekeeper: invalid cost")
+	ErrInvalidCost = driver.ErrInvalidCost
 	// ErrCostTooHigh: a cost is larger than the policy can ever admit (for
 	// a TokenBucket, more than its Capacity), so waiting would not help.
-	ErrCostTooHigh = errors.New("ratekeeper: cost exceeds what the policy can ever admit")
+	ErrCostTooHigh = driver.ErrCostTooHigh
 	// ErrInvalidTime: a store's clock (one given with a store's WithClock)
 	// reads a time outside the range stores decide at, 1970 to 2200.
 	// Nothing is decided, nor taken.
@@ -87,21 +88,47 @@ type Result struct {
 	Parts []Result
 }
 
-// Store decides requests for a Limiter and keeps the state of its keys.
-// Implementations are safe for concurrent use, and make each decision
-// atomically: redisstore in one Lua script call, memstore under a lock.
-// Stores are called with validated input: the policy validated by New, a
-// valid key, and 0 <= n <= spec.MaxCost(). Decide returns by the end of
-// ctx: one that has not decided by then returns ctx's error or one
-// wrapping it, so that callers such as httplimit bound a decision by its
-// context alone, without a goroutine of their own. The package driver
-// holds what a Store is written with.
-type Store interface {
-	// Decide takes n from key under spec and reports the Result. It
-	// consumes nothing when the request is denied, and n = 0 only peeks.
-	Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (Result, error)
-	// Reset forgets key's state under spec, so the key starts full again.
-	Reset(ctx context.Context, key string, spec *driver.ValidSpec) error
+// Store decides requests for a Limiter and keeps the state of its keys:
+// memstore and redisstore are two. Its methods, and the optional
+// interfaces a store may also implement (several keys at once, charges
+// and refunds), are those of package driver, which holds everything a
+// Store is written with; its Decisions are what a Limiter makes its
+// Results of (see ResultOf).
+type Store = driver.Store
+
+// ResultOf is the Result of a store's Decision d under spec, as a Limiter
+// makes it, for callers of a Store that bypass a Limiter. A Decision that
+// does not fit spec (an All's without one Outcome per part, or another
+// spec's with Parts) is an error: the store is at fault.
+func ResultOf(spec *driver.ValidSpec, d driver.Decision) (Result, error) {
+	if d.Parts == nil && !spec.IsAll() {
+		return resultOf(spec, d.Outcome), nil
+	}
+	if len(d.Parts) != spec.NumParts() || d.Binding < 0 || d.Binding >= len(d.Parts) {
+		return Result{}, fmt.Errorf("ratekeeper: a store's decision of %d parts (binding %d) for a policy of %d parts",
+			len(d.Parts), d.Binding, spec.NumParts())
+	}
+	parts := make([]Result, len(d.Parts))
+	for i, o := range d.Parts {
+		parts[i] = resultOf(spec.Part(i), o)
+	}
+	res := parts[d.Binding]
+	res.ResetAfter = time.Duration(d.ResetAfter) * time.Microsecond
+	res.Parts = parts
+	return res, nil
+}
+
+// resultOf is the Result of o under spec, a spec other than an All:
+// Remaining in requests, times as Durations.
+func resultOf(spec *driver.ValidSpec, o driver.Outcome) Result {
+	return Result{
+		Policy:     spec.Name(),
+		Allowed:    o.Allowed,
+		Limit:      spec.Limit(),
+		Remaining:  float64(o.Remaining) / driver.Unit,
+		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
+	}
 }
 
 // Limiter applies one Policy to many keys through a Store. It is safe for
@@ -188,13 +215,17 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // n = 0 is Peek. A negative n, or one larger than the policy can ever
 // admit, is an error wrapping ErrInvalidCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
-	if err := checkKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return Result{}, err
 	}
-	if err := l.checkCost(n); err != nil {
+	if err := driver.CheckCost(l.spec, n); err != nil {
 		return Result{}, err
 	}
-	return l.store.Decide(ctx, key, l.spec, n)
+	d, err := l.store.Decide(ctx, key, l.spec, n)
+	if err != nil {
+		return Result{}, err
+	}
+	return ResultOf(l.spec, d)
 }
 
 // Peek reports key's current state without consuming anything. Allowed and
@@ -205,7 +236,7 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 
 // Reset forgets key's state, so it starts again at its full capacity.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return err
 	}
 	return l.store.Reset(ctx, key, l.spec)
@@ -225,10 +256,10 @@ func (l *Limiter) Wait(ctx context.Context, key string) error {
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 	if n == 0 {
 		// Nothing to take: like AllowN, only the input is checked.
-		if err := checkKey(key); err != nil {
+		if err := driver.CheckKey(key); err != nil {
 			return err
 		}
-		return l.checkCost(n)
+		return driver.CheckCost(l.spec, n)
 	}
 	var timer *time.Timer
 	for {
@@ -257,32 +288,3 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		}
 	}
 }
-
-func checkKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidKey)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
-	}
-	return nil
-}
-
-func (l *Limiter) checkCost(n int64) error {
-	switch {
-	case n < 0:
-		return fmt.Errorf("%w: negative cost %d", ErrInvalidCost, n)
-	case n > l.spec.MaxCost():
-		return costTooHighError{n: n, max: l.spec.MaxCost()}
-	}
-	return nil
-}
-
-// costTooHighError matches both ErrInvalidCost and ErrCostTooHigh.
-type costTooHighError struct{ n, max int64 }
-
-func (e costTooHighError) Error() string {
-	return fmt.Sprintf("ratekeeper: cost %d can never be admitted: the policy admits at most %d at once", e.n, e.max)
-}
-
-func (e costTooHighError) Unwrap() []error { return []error{ErrInvalidCost, ErrCostTooHigh} }

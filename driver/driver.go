@@ -1,6 +1,10 @@
-// Package driver is what a ratekeeper Store is written with, in the spirit
-// of database/sql/driver: the validated, integer form of a policy (a
-// ValidSpec), the state of a key, and the models that decide.
+// Package driver is the whole contract of a ratekeeper Store, in the
+// spirit of database/sql/driver: the Store interface and the optional
+// ones a store may implement (MultiDecider, Charger), the validated,
+// integer form of a policy (a ValidSpec), the state of a key, the models
+// that decide, the Decision a store returns, and the checks of its input.
+// A store is written from this package alone, and checked with
+// driver/drivertest; ratekeeper makes its Results of the Decisions.
 //
 // Users of ratekeeper never need this package. A Limiter validates its
 // policy once, in ratekeeper.New, into a ValidSpec that cannot change
@@ -17,7 +21,7 @@
 // a Lua file of the same name in redisstore/lua (a function of the same
 // name in the table algorithms). Then go test -run Golden -update in
 // redisstore writes the scripts Redis will receive to
-// redisstore/testdata, and the conformance suite (internal/conformance)
+// redisstore/testdata, and the conformance suite (driver/drivertest)
 // takes a case for the new policy.
 package driver
 
@@ -193,8 +197,9 @@ func lookup(name string) *Algorithm {
 	return registry[name]
 }
 
-// ErrInvalidSpec is matched by every error of Validate.
-var ErrInvalidSpec = errors.New("driver: invalid spec")
+// ErrInvalidSpec is ratekeeper.ErrInvalidPolicy: every error of Validate
+// matches it, as does CheckSpec's.
+var ErrInvalidSpec = errors.New("ratekeeper: invalid policy")
 
 // A SpecError is a reason Validate refused a Spec: the field at fault
 // (a Spec field, such as "Limit", or "" for the Spec as a whole) and why.
@@ -240,47 +245,4 @@ func CheckName(name string) string {
 		}
 	}
 	return ""
-}
-
-// Request is one key's part of a multi-key decision (see a store's DecideAll).
-type Request struct {
-	Key  string
-	Spec *ValidSpec // may be an All spec
-	N    int64      // 0 peeks this key, and never denies the others
-}
-
-// Bounds of a multi-key decision, which one script call makes: about as
-// long as a batch of the pipeliner's.
-const (
-	// MaxRequests is the most requests one DecideAll takes.
-	MaxRequests = 64
-	// MaxRequestPolicies is the most policies over all the requests of one
-	// DecideAll, an All counting each of its parts.
-	MaxRequestPolicies = 128
-)
-
-// ErrTooManyRequests is matched by the error of a DecideAll over more
-// than MaxRequests requests, or MaxRequestPolicies policies.
-var ErrTooManyRequests = errors.New("ratekeeper: too many requests in one decision")
-
-// CheckRequests checks a multi-key decision for a store: at most
-// MaxRequests requests, each of which passes check (the store's checks of
-// its key, spec and cost, which must reject a spec that is not Valid), and
-// at most MaxRequestPolicies policies in all. An error of check comes back
-// with the request's index; one of the bounds wraps ErrTooManyRequests.
-func CheckRequests(reqs []Request, check func(Request) error) error {
-	if len(reqs) > MaxRequests {
-		return fmt.Errorf("%w: %d requests, at most %d", ErrTooManyRequests, len(reqs), MaxRequests)
-	}
-	policies := 0
-	for i, r := range reqs {
-		if err := check(r); err != nil {
-			return fmt.Errorf("%w (request %d)", err, i)
-		}
-		policies += max(r.Spec.NumParts(), 1)
-	}
-	if policies > MaxRequestPolicies {
-		return fmt.Errorf("%w: %d policies over %d requests, at most %d", ErrTooManyRequests, policies, len(reqs), MaxRequestPolicies)
-	}
-	return nil
 }

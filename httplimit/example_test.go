@@ -172,8 +172,8 @@ func ExampleWithKeyFunc() {
 // downStore is a store whose backend is unreachable.
 type downStore struct{}
 
-func (downStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
-	return ratekeeper.Result{}, errors.New("dial tcp 127.0.0.1:6379: connection refused")
+func (downStore) Decide(context.Context, string, *driver.ValidSpec, int64) (driver.Decision, error) {
+	return driver.Decision{}, errors.New("dial tcp 127.0.0.1:6379: connection refused")
 }
 
 func (downStore) Reset(context.Context, string, *driver.ValidSpec) error {

@@ -671,12 +671,12 @@ func checkFailures(t *testing.T, lim *ratekeeper.Limiter, timeout time.Duration)
 // a peer that does not answer.
 type hungStore struct{ release chan struct{} }
 
-func (s hungStore) Decide(ctx context.Context, _ string, _ *driver.ValidSpec, _ int64) (ratekeeper.Result, error) {
+func (s hungStore) Decide(ctx context.Context, _ string, _ *driver.ValidSpec, _ int64) (driver.Decision, error) {
 	select {
 	case <-s.release:
-		return ratekeeper.Result{}, errors.New("released")
+		return driver.Decision{}, errors.New("released")
 	case <-ctx.Done():
-		return ratekeeper.Result{}, ctx.Err()
+		return driver.Decision{}, ctx.Err()
 	}
 }
 

@@ -4,9 +4,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // entry is one key: the states of the policies it is used under. An entry
@@ -34,14 +32,12 @@ type slot struct {
 
 // step runs spec's model on the slot's state at now, a state past its
 // expiry being full again (the same as a fresh key's), and moves the
-// expiry when the request took. It returns the decision in the spec's
-// units, for the caller to build the Result once it released the key's
-// lock.
+// expiry when the request took. It returns the model's Outcome.
 func (sl *slot) step(spec *driver.ValidSpec, now, n int64) driver.Outcome {
 	if now >= sl.expires {
 		sl.state = driver.State{}
 	}
-	o := spec.StepOne(&sl.state, now, n)
+	o := spec.Step(&sl.state, now, n, driver.Take)
 	if o.Allowed && n > 0 {
 		sl.expires = now + o.ResetAfter
 	}
@@ -125,7 +121,7 @@ func (e *entry) exactExpires() int64 {
 }
 
 // decideAll runs an All's model on e's slots of its parts. e.mu is held.
-func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) driver.Decision {
 	var fresh [driver.MaxParts]driver.State // for the parts e has no slot for
 	var sts [driver.MaxParts]*driver.State
 	var slots [driver.MaxParts]*slot
@@ -141,21 +137,19 @@ func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) ratekeeper.Resul
 		}
 		slots[i], sts[i] = sl, &sl.state
 	}
-	var out [driver.MaxParts]driver.Outcome
-	spec.StepAll(sts[:parts], now, n, out[:])
-	res := results.Join(spec, out[:parts])
+	res := spec.Decide(sts[:parts], now, n, driver.Take)
 	if !res.Allowed || n == 0 {
 		return res
 	}
 	for i := range parts {
 		if sl := slots[i]; sl != nil {
-			sl.expires = now + out[i].ResetAfter
+			sl.expires = now + res.Parts[i].ResetAfter
 		}
 	}
 	// Then the new slots, since adding one may move the others.
 	for i := range parts {
 		if slots[i] == nil {
-			e.add(slot{spec.Part(i).StateID(), now + out[i].ResetAfter, fresh[i]})
+			e.add(slot{spec.Part(i).StateID(), now + res.Parts[i].ResetAfter, fresh[i]})
 		}
 	}
 	return res

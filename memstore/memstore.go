@@ -21,9 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // Defaults for the options.
@@ -52,7 +50,10 @@ type Store struct {
 	done          chan struct{}
 }
 
-var _ ratekeeper.Store = (*Store)(nil)
+var (
+	_ driver.Store        = (*Store)(nil)
+	_ driver.MultiDecider = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -148,16 +149,15 @@ func (s *Store) load(key string) *entry {
 	return nil
 }
 
-// Decide runs spec's model for key under the key's lock. A cost outside 0
-// to spec.MaxCost, which a Limiter never passes on, is an error wrapping
-// ratekeeper.ErrInvalidCost.
-func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
-	if err := checkInput(spec, n); err != nil {
-		return ratekeeper.Result{}, err
+// Decide runs spec's model for key under the key's lock. Input that a
+// Limiter never passes on fails driver.CheckRequest, with its errors.
+func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	if err := driver.CheckRequest(key, spec, n); err != nil {
+		return driver.Decision{}, err
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
 	if err := driver.CheckTime(now); err != nil {
-		return ratekeeper.Result{}, fmt.Errorf("memstore: %w", err)
+		return driver.Decision{}, fmt.Errorf("memstore: %w", err)
 	}
 	if spec.IsAll() {
 		return s.decideAll(key, spec, now, n), nil
@@ -169,37 +169,23 @@ func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n 
 		if sl := e.find(spec.StateID()); sl != nil { // a dead entry has no slot
 			o := sl.step(spec, now, n)
 			e.mu.Unlock()
-			return results.Of(spec, o), nil
+			return driver.Decision{Outcome: o}, nil
 		}
 		e.mu.Unlock()
 	}
 	return s.decide(key, spec, now, n), nil
 }
 
-// checkInput rejects a spec not made by driver.Validate, and a cost
-// outside 0 to its MaxCost, which a Limiter never passes on.
-func checkInput(spec *driver.ValidSpec, n int64) error {
-	if !spec.Valid() {
-		return fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
-	}
-	if n < 0 || n > spec.MaxCost() {
-		// The models assume this range: out of it they may panic, or
-		// admit more than the limit.
-		return fmt.Errorf("%w: memstore: cost %d is outside 0 to %d", ratekeeper.ErrInvalidCost, n, spec.MaxCost())
-	}
-	return nil
-}
-
 // decide is Decide for the other cases: a new key, a key new to the
 // policy, or an entry that turned out dead.
-func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) driver.Decision {
 	p := spec.StateID()
 	for {
 		e := s.load(key)
 		if e == nil {
 			var st driver.State
-			o := spec.StepOne(&st, now, n)
-			res := results.Of(spec, o)
+			o := spec.Step(&st, now, n, driver.Take)
+			res := driver.Decision{Outcome: o}
 			if !o.Allowed || n == 0 {
 				return res // a fresh key keeps nothing that it did not take
 			}
@@ -225,13 +211,13 @@ func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) ratekee
 			e.add(*sl)
 		}
 		e.mu.Unlock()
-		return results.Of(spec, o)
+		return driver.Decision{Outcome: o}
 	}
 }
 
 // decideAll decides for every policy of an All at once, under the lock of
 // the key's entry, which holds all their states.
-func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) ratekeeper.Result {
+func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) driver.Decision {
 	parts := spec.NumParts()
 	for {
 		e := s.load(key)
@@ -241,15 +227,13 @@ func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) rate
 			for i := range parts {
 				sts[i] = &states[i]
 			}
-			var out [driver.MaxParts]driver.Outcome
-			spec.StepAll(sts[:parts], now, n, out[:])
-			res := results.Join(spec, out[:parts])
+			res := spec.Decide(sts[:parts], now, n, driver.Take)
 			if !res.Allowed || n == 0 {
 				return res
 			}
 			e = &entry{key: key}
 			for i := range parts {
-				e.add(slot{spec.Part(i).StateID(), now + out[i].ResetAfter, states[i]})
+				e.add(slot{spec.Part(i).StateID(), now + res.Parts[i].ResetAfter, states[i]})
 			}
 			if s.insert(e) {
 				return res
@@ -269,8 +253,11 @@ func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) rate
 
 // Reset forgets key's state under spec.
 func (s *Store) Reset(_ context.Context, key string, spec *driver.ValidSpec) error {
-	if !spec.Valid() {
-		return fmt.Errorf("%w: memstore: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
+	if err := driver.CheckSpec(spec); err != nil {
+		return err
+	}
+	if err := driver.CheckKey(key); err != nil {
+		return err
 	}
 	if s.load(key) == nil {
 		return nil

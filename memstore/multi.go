@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // multiAttempts is how many times DecideAll makes room for the new keys
@@ -36,20 +34,11 @@ const multiAttempts = 3
 // spec not made by driver.Validate fails the whole call, as does more than
 // driver.MaxRequests requests or driver.MaxRequestPolicies policies (an
 // error matching driver.ErrTooManyRequests). No request returns nil, nil.
-func (s *Store) DecideAll(_ context.Context, reqs []driver.Request) ([]ratekeeper.Result, error) {
+func (s *Store) DecideAll(_ context.Context, reqs []driver.Request) ([]driver.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	err := driver.CheckRequests(reqs, func(r driver.Request) error {
-		switch {
-		case r.Key == "":
-			return fmt.Errorf("%w: memstore: empty key", ratekeeper.ErrInvalidKey)
-		case len(r.Key) > ratekeeper.MaxKeyLen:
-			return fmt.Errorf("%w: memstore: key of %d bytes is longer than %d", ratekeeper.ErrInvalidKey, len(r.Key), ratekeeper.MaxKeyLen)
-		}
-		return checkInput(r.Spec, r.N)
-	})
-	if err != nil {
+	if err := driver.CheckRequests(reqs); err != nil {
 		return nil, err
 	}
 	now := s.micros()
@@ -114,7 +103,7 @@ func newMulti(reqs []driver.Request) *multi {
 // reports false if it must be made again: an entry died meanwhile, or the
 // requests take from keys the store does not hold, which it then adds,
 // unless last (see newKeys).
-func (m *multi) decide(s *Store, now int64, last bool) ([]ratekeeper.Result, bool) {
+func (m *multi) decide(s *Store, now int64, last bool) ([]driver.Decision, bool) {
 	entries := make([]*entry, len(m.keys))
 	for i, key := range m.keys {
 		if e := s.load(key); e != nil {
@@ -170,7 +159,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	allowed := true
 	if !shared {
 		for i, p := range m.parts {
-			out[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, driver.Check)
+			out[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
 			allowed = allowed && (out[i].Allowed || p.n == 0)
 		}
 		if allowed {
@@ -186,7 +175,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	}
 	peeks := make([]driver.Outcome, len(m.parts))
 	for i, p := range m.parts {
-		peeks[i] = p.spec.Decide(&m.trials[p.trial].state, now, p.n, driver.Check)
+		peeks[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
 		out[i] = peeks[i]
 		if peeks[i].Allowed && p.n > 0 {
 			out[i] = m.take(p, now)
@@ -202,7 +191,7 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 // take takes p's cost from its trial state.
 func (m *multi) take(p part, now int64) driver.Outcome {
 	t := &m.trials[p.trial]
-	o := p.spec.Decide(&t.state, now, p.n, driver.Take)
+	o := p.spec.Step(&t.state, now, p.n, driver.Take)
 	t.took, t.expires = true, now+o.ResetAfter
 	return o
 }
@@ -272,17 +261,12 @@ func (m *multi) newKeys(s *Store, keys []string) {
 	}
 }
 
-// results builds each request's Result from its parts' Outcomes.
-func (m *multi) results(out []driver.Outcome) []ratekeeper.Result {
-	res := make([]ratekeeper.Result, len(m.reqs))
+// results builds each request's Decision from its parts' Outcomes.
+func (m *multi) results(out []driver.Outcome) []driver.Decision {
+	res := make([]driver.Decision, len(m.reqs))
 	for i, r := range m.reqs {
-		n := max(r.Spec.NumParts(), 1)
-		if r.Spec.IsAll() {
-			res[i] = results.Join(r.Spec, out[:n])
-		} else {
-			res[i] = results.Of(r.Spec, out[0])
-		}
-		out = out[n:]
+		res[i] = r.Spec.Decision(out)
+		out = out[max(r.Spec.NumParts(), 1):]
 	}
 	return res
 }

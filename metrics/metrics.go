@@ -24,7 +24,10 @@
 //     limiters of several policies (ratekeeper.All), every policy that
 //     denied a request: the one a denial names is only the binding one.
 //   - ratekeeper_store_duration_seconds{limiter, op} is the latency of
-//     every store call, op "decide" or "reset", failed ones included.
+//     every store call, op "decide", "reset", "charge" or "refund",
+//     failed ones included. A decision on several keys at once (see
+//     driver.MultiDecider) is timed as a "decide" of each limiter among
+//     its requests.
 //   - ratekeeper_deny_cache_hits_total counts the decisions that the
 //     wrapped stores' deny caches answered without a round trip (see
 //     redisstore.WithDenyCache).
@@ -42,15 +45,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
@@ -71,6 +71,9 @@ const (
 	outcomeError   = "error"
 	opDecide       = "decide"
 	opReset        = "reset"
+	opDecideAll    = "decide_all"
+	opCharge       = "charge"
+	opRefund       = "refund"
 )
 
 // Metrics records the calls of limiters to the stores it wraps (see
@@ -211,42 +214,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.denyHits, prometheus.CounterValue, float64(hits))
 }
 
-// Wrap returns a Store that passes every call on to store, and records it:
-// give it to ratekeeper.New in place of store. If store has a deny cache
-// (a DenyCacheHits method, as redisstore.Store has), its hits are counted,
-// once however often the store is wrapped. Wrap(nil) is nil.
-func (m *Metrics) Wrap(store ratekeeper.Store) ratekeeper.Store {
-	if store == nil {
-		return nil
-	}
-	inner := store
-	for { // wrapped already, maybe by another Metrics: look at the store itself
-		w, ok := inner.(*wrapped)
-		if !ok {
-			break
-		}
-		inner = w.inner
-	}
-	if h, ok := inner.(hitCounter); ok {
-		m.addHitSource(h)
-	}
-	return &wrapped{m: m, inner: store}
-}
-
-func (m *Metrics) addHitSource(h hitCounter) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	// Only values that compare without panicking can be recognized.
-	if reflect.ValueOf(h).Comparable() {
-		for _, s := range m.hitSources {
-			if reflect.ValueOf(s).Comparable() && s == h {
-				return
-			}
-		}
-	}
-	m.hitSources = append(m.hitSources, h)
-}
-
 // limiter returns the series of spec's limiter.
 func (m *Metrics) limiter(spec *driver.ValidSpec) *limiterSeries {
 	if ls := (*m.limiters.Load())[spec.Name()]; ls != nil {
@@ -330,58 +297,4 @@ func (m *Metrics) failed(ctx context.Context, spec *driver.ValidSpec, op, key st
 	logger.LogAttrs(ctx, level, msg,
 		slog.String("limiter", spec.Name()), slog.String("algorithm", spec.Algorithm()),
 		slog.String("op", op), slog.String("key", key), slog.Any("err", err))
-}
-
-// epoch lets store calls be timed on the monotonic clock alone: Since a
-// time with a monotonic reading skips the wall clock, which Now reads too.
-var epoch = time.Now()
-
-// wrapped is the Store that Wrap returns.
-type wrapped struct {
-	m     *Metrics
-	inner ratekeeper.Store
-}
-
-var _ ratekeeper.Store = (*wrapped)(nil)
-
-// Decide decides through the inner store, and records the call.
-func (w *wrapped) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
-	start := time.Since(epoch)
-	res, err := w.inner.Decide(ctx, key, spec, n)
-	elapsed := time.Since(epoch) - start
-	ls := w.m.limiter(spec)
-	ls.decide.Observe(elapsed.Seconds())
-	switch {
-	case err != nil:
-		if !errors.Is(err, context.Canceled) {
-			ls.errors.Inc()
-		}
-		w.m.failed(ctx, spec, opDecide, key, err)
-	case n == 0:
-		// A peek: nothing was decided, and a "denied" peek refused nobody.
-	case res.Allowed:
-		w.m.policy(spec, ls, res.Policy).allowed.Inc()
-	default:
-		w.m.policy(spec, ls, res.Policy).denied.Inc()
-		if spec.IsAll() {
-			for _, p := range res.Parts {
-				if !p.Allowed {
-					w.m.policy(spec, ls, p.Policy).denials.Inc()
-				}
-			}
-		}
-	}
-	return res, err
-}
-
-// Reset resets through the inner store, and records the call. Resets are
-// rare, so their series are resolved on each call.
-func (w *wrapped) Reset(ctx context.Context, key string, spec *driver.ValidSpec) error {
-	start := time.Since(epoch)
-	err := w.inner.Reset(ctx, key, spec)
-	w.m.durations.WithLabelValues(spec.Name(), opReset).Observe((time.Since(epoch) - start).Seconds())
-	if err != nil {
-		w.m.failed(ctx, spec, opReset, key, err)
-	}
-	return err
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
@@ -43,7 +43,7 @@ func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64
 func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 	client := redistest.Client(t)
 	for _, p := range batchPolicies {
-		spec, err := results.SpecOf(p)
+		spec, err := testutil.SpecOf(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					}
 					got, err1 := parseReply(spec, c.reply)
 					exp, err2 := parseReply(spec, want[i].reply)
-					if err1 != nil || err2 != nil || testutil.DiffResult(got, exp) != "" {
+					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
 						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
 							round, i, c.keys[0], c.args[0], got, err1, exp, err2)
 					}
@@ -100,7 +100,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 func TestBatchOnServerClock(t *testing.T) {
 	client := redistest.Client(t)
 	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
-	spec, _ := results.SpecOf(batchPolicies[0])
+	spec, _ := testutil.SpecOf(batchPolicies[0])
 	var calls []*call
 	for range 5 {
 		calls = append(calls, newCall(t, s, spec, "k", 1, time.Time{}))
@@ -111,7 +111,7 @@ func TestBatchOnServerClock(t *testing.T) {
 		if c.err != nil || err != nil {
 			t.Fatalf("call %d: %v, %v", i, c.err, err)
 		}
-		if want := i < 3; res.Allowed != want || res.Remaining != float64(max(2-i, 0)) {
+		if want := i < 3; res.Allowed != want || res.Remaining != int64(max(2-i, 0))*driver.Unit {
 			t.Errorf("call %d: %+v; want allowed %t", i, res, want)
 		}
 	}
@@ -123,7 +123,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 	client := redistest.Client(t)
 	ctx := context.Background()
 	s := New(client, WithKeyPrefix(redistest.Prefix(t)))
-	spec, _ := results.SpecOf(batchPolicies[2])
+	spec, _ := testutil.SpecOf(batchPolicies[2])
 	if err := client.HSet(ctx, s.Key("foreign", spec), "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +153,9 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 // do not; without combine every call is alone.
 func TestGroupCalls(t *testing.T) {
 	s := New(nil)
-	gcra, _ := results.SpecOf(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1})
-	fw, _ := results.SpecOf(ratekeeper.FixedWindow{Limit: 1, Window: time.Second})
-	all, _ := results.SpecOf(ratekeeper.All(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1},
+	gcra, _ := testutil.SpecOf(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1})
+	fw, _ := testutil.SpecOf(ratekeeper.FixedWindow{Limit: 1, Window: time.Second})
+	all, _ := testutil.SpecOf(ratekeeper.All(ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 1},
 		ratekeeper.FixedWindow{Limit: 1, Window: time.Second}))
 	var calls []*call
 	for range maxCombined + 3 {

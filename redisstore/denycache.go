@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
@@ -45,7 +44,7 @@ type denial struct {
 	cost  int64
 	at    time.Time // when the denied call was sent
 	until time.Time // at + RetryAfter: the request may pass from then on
-	res   ratekeeper.Result
+	d     driver.Decision
 }
 
 func newDenyCache(maxKeys int) *denyCache {
@@ -61,41 +60,43 @@ func (c *denyCache) shard(key string) *denyShard {
 }
 
 // lookup answers a request of cost n at now from a remembered denial. The
-// answer's Remaining is the one Redis reported, and its ResetAfter is aged
+// answer's Remaining is the one Redis reported, and its times are aged
 // by the time since. Without an answer, it returns key's shard's
 // generation, for remember.
-func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time.Time) (ratekeeper.Result, uint64, bool) {
+func (c *denyCache) lookup(spec *driver.ValidSpec, key string, n int64, now time.Time) (driver.Decision, uint64, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	d, ok := sh.entries[denyKey{spec.Key(), key}]
 	gen := sh.gen
 	sh.mu.Unlock()
 	if !ok || d.cost != max(n, 1) || !now.Before(d.until) {
-		return ratekeeper.Result{}, gen, false
+		return driver.Decision{}, gen, false
 	}
 	c.hits.Add(1)
-	elapsed := now.Sub(d.at)
-	res := aged(d.res, elapsed)
+	elapsed := int64(now.Sub(d.at) / time.Microsecond)
+	res := d.d
+	res.Outcome = aged(res.Outcome, elapsed)
 	if res.Parts != nil { // an All's: each policy's, aged alike
-		res.Parts = make([]ratekeeper.Result, len(d.res.Parts))
-		for i, p := range d.res.Parts {
+		res.Parts = make([]driver.Outcome, len(d.d.Parts))
+		for i, p := range d.d.Parts {
 			res.Parts[i] = aged(p, elapsed)
 		}
 	}
 	return res, gen, true
 }
 
-// aged is res as it stands elapsed later, nothing having been taken.
-func aged(res ratekeeper.Result, elapsed time.Duration) ratekeeper.Result {
-	res.RetryAfter = max(res.RetryAfter-elapsed, 0)
-	res.ResetAfter = max(res.ResetAfter-elapsed, res.RetryAfter)
-	return res
+// aged is o as it stands elapsed microseconds later, nothing having been
+// taken.
+func aged(o driver.Outcome, elapsed int64) driver.Outcome {
+	o.RetryAfter = max(o.RetryAfter-elapsed, 0)
+	o.ResetAfter = max(o.ResetAfter-elapsed, o.RetryAfter)
+	return o
 }
 
 // remember records a denial of cost n for a call sent at sent, unless a
 // Reset on key's shard ended since gen was read (by lookup, before the
 // call was sent): Redis may have decided the denial before that Reset.
-func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent time.Time, res ratekeeper.Result, gen uint64) {
+func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent time.Time, res driver.Decision, gen uint64) {
 	sh := c.shard(key)
 	k := denyKey{spec.Key(), key}
 	sh.mu.Lock()
@@ -115,7 +116,8 @@ func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent t
 			}
 		}
 	}
-	sh.entries[k] = denial{cost: max(n, 1), at: sent, until: sent.Add(res.RetryAfter), res: res}
+	until := sent.Add(time.Duration(res.RetryAfter) * time.Microsecond)
+	sh.entries[k] = denial{cost: max(n, 1), at: sent, until: until, d: res}
 }
 
 // forget drops key's denial under spec, once its state has been deleted

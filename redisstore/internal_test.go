@@ -7,23 +7,23 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
 func TestParseReply(t *testing.T) {
-	spec, err := results.SpecOf(ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
+	spec, err := testutil.SpecOf(ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	got, err := parseReply(spec, []any{int64(0), int64(300_000), int64(700_000), int64(9_700_000)})
-	want := ratekeeper.Result{Policy: "token_bucket", Allowed: false, Limit: 10, Remaining: 0.3,
-		RetryAfter: 700 * time.Millisecond, ResetAfter: 9700 * time.Millisecond}
+	want := driver.Decision{Outcome: driver.Outcome{Allowed: false, Remaining: 300_000, RetryAfter: 700_000, ResetAfter: 9_700_000}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("parseReply = %+v, %v; want %+v", got, err, want)
 	}
 	got, err = parseReply(spec, []any{int64(1), int64(10_000_000), int64(0), int64(0)})
-	if err != nil || !got.Allowed || got.Remaining != 10 {
+	if err != nil || !got.Allowed || got.Remaining != 10*driver.Unit {
 		t.Errorf("parseReply of an allowed reply = %+v, %v", got, err)
 	}
 

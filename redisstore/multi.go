@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
@@ -40,18 +39,17 @@ import (
 // an error matching driver.ErrTooManyRequests. No request returns nil, nil.
 // Like Decide, it goes through the pipeliner, and returns by the end of
 // ctx.
-func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error) {
+func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	err := driver.CheckRequests(reqs, func(r driver.Request) error {
-		if _, err := scriptOf(r.Spec); err != nil {
-			return err
-		}
-		return checkInput(r.Key, r.Spec, r.N)
-	})
-	if err != nil {
+	if err := driver.CheckRequests(reqs); err != nil {
 		return nil, err
+	}
+	for i, r := range reqs {
+		if _, err := scriptOf(r.Spec); err != nil {
+			return nil, fmt.Errorf("%w (request %d)", err, i)
+		}
 	}
 	var sent time.Time
 	if s.now != nil {
@@ -64,7 +62,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekee
 		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
 	}
 	groups := s.multiGroups(reqs, sent, s.splitSlots.Load())
-	err = s.sendGroups(ctx, groups)
+	err := s.sendGroups(ctx, groups)
 	if len(groups) == 1 && redis.HasErrorPrefix(err, "CROSSSLOT") {
 		// A plain client of a cluster node: from now on, by slot.
 		s.splitSlots.Store(true)
@@ -75,7 +73,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekee
 		s.breaker.failed(err)
 		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
 	}
-	res := make([]ratekeeper.Result, len(reqs))
+	res := make([]driver.Decision, len(reqs))
 	var out [driver.MaxRequestPolicies]driver.Outcome
 	for _, g := range groups {
 		parts := out[:g.policies]
@@ -85,7 +83,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekee
 		for _, i := range g.reqs {
 			spec := reqs[i].Spec
 			n := max(spec.NumParts(), 1)
-			res[i] = resultOf(spec, parts[:n])
+			res[i] = spec.Decision(parts[:n])
 			parts = parts[n:]
 		}
 	}

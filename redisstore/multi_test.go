@@ -69,7 +69,7 @@ func TestDecideAllOneScriptCall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !res[0].Allowed || res[1].Remaining != float64(100-2*(i+2)) || len(res[2].Parts) != 2 {
+				if !res[0].Allowed || res[1].Remaining != int64(100-2*(i+2))*driver.Unit || len(res[2].Parts) != 2 {
 					t.Fatalf("call %d: %+v", i, res)
 				}
 			}
@@ -112,12 +112,12 @@ func TestDecideAllClusterSlots(t *testing.T) {
 	if _, err := store.Decide(ctx, "with", small, 1); err != nil { // exhausts "with"
 		t.Fatal(err)
 	}
-	peek := func(key string) float64 {
+	peek := func(key string) int64 {
 		res, err := store.Decide(ctx, key, big, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.Remaining
+		return res.Remaining / driver.Unit
 	}
 
 	// Peeks first, so that every node has the script.
@@ -160,7 +160,7 @@ func TestDecideAllPlainClientOfClusterNode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
-		if res[1].Remaining != float64(100-2*(i+1)) || !res[2].Allowed {
+		if res[1].Remaining != int64(100-2*(i+1))*driver.Unit || !res[2].Allowed {
 			t.Fatalf("call %d: %+v", i, res)
 		}
 	}
@@ -214,7 +214,7 @@ func TestDecideAllPipelined(t *testing.T) {
 	if got := allowedAll.Load() + allowedOne.Load(); got != 50 {
 		t.Errorf("key a admitted %d, want 50", got)
 	}
-	if res, err := store.Decide(ctx, "b", spec, 0); err != nil || res.Remaining != float64(50-allowedAll.Load()) {
+	if res, err := store.Decide(ctx, "b", spec, 0); err != nil || res.Remaining != (50-allowedAll.Load())*driver.Unit {
 		t.Errorf("key b: %+v, %v; want %d taken, one per allowed DecideAll", res, err, allowedAll.Load())
 	}
 	if count.Pipelines.Load() == 0 {

@@ -30,9 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 )
 
 // DefaultKeyPrefix begins every Redis key the store writes.
@@ -75,7 +73,10 @@ func contextTimeouts(client redis.UniversalClient) bool {
 	return false
 }
 
-var _ ratekeeper.Store = (*Store)(nil)
+var (
+	_ driver.Store        = (*Store)(nil)
+	_ driver.MultiDecider = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -171,16 +172,17 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 
 // Decide runs spec's script for key, atomically, in one round trip. The
 // policies of an All are decided by one script call, over keys that share
-// the caller's hash tag. An empty or oversized key is an error wrapping
-// ratekeeper.ErrInvalidKey; a cost outside 0 to spec.MaxCost(), one
-// wrapping ratekeeper.ErrInvalidCost (and ErrCostTooHigh above it).
-func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
+// the caller's hash tag. Input that a Limiter never passes on fails
+// driver.CheckRequest, with its errors: the scripts assume none of it (a
+// negative cost would be allowed, and a huge one would overflow Lua's
+// numbers).
+func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
 	alg, err := scriptOf(spec)
 	if err == nil {
-		err = checkInput(key, spec, n)
+		err = driver.CheckRequest(key, spec, n)
 	}
 	if err != nil {
-		return ratekeeper.Result{}, err
+		return driver.Decision{}, err
 	}
 	var sent time.Time // local time, for the deny cache
 	if s.denies != nil || s.now != nil {
@@ -188,7 +190,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 	}
 	if s.now != nil {
 		if err := driver.CheckTime(sent.UnixMicro()); err != nil {
-			return ratekeeper.Result{}, fmt.Errorf("redisstore: %w", err)
+			return driver.Decision{}, fmt.Errorf("redisstore: %w", err)
 		}
 	}
 	var gen uint64 // the deny cache's generation before the call
@@ -200,7 +202,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 		gen = g
 	}
 	if err := s.breaker.check(); err != nil {
-		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
+		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: ctx}
 	err = s.send(ctx, []*call{c})
@@ -209,7 +211,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 	}
 	if err != nil {
 		s.breaker.failed(err)
-		return ratekeeper.Result{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
+		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	res, err := parseReply(spec, c.reply)
 	if err == nil && !res.Allowed && s.denies != nil {
@@ -331,21 +333,13 @@ var errReply = errors.New("redisstore: unexpected script reply")
 
 // parseReply reads the scripts' reply, four integers per policy: allowed,
 // remaining, retry after and reset after, in the spec's integer units.
-func parseReply(spec *driver.ValidSpec, reply any) (ratekeeper.Result, error) {
+func parseReply(spec *driver.ValidSpec, reply any) (driver.Decision, error) {
 	var out [driver.MaxParts]driver.Outcome
 	parts := out[:max(spec.NumParts(), 1)]
 	if err := parseOutcomes(reply, parts); err != nil {
-		return ratekeeper.Result{}, err
+		return driver.Decision{}, err
 	}
-	return resultOf(spec, parts), nil
-}
-
-// resultOf is the Result of spec from its policies' Outcomes.
-func resultOf(spec *driver.ValidSpec, out []driver.Outcome) ratekeeper.Result {
-	if !spec.IsAll() {
-		return results.Of(spec, out[0])
-	}
-	return results.Join(spec, out)
+	return spec.Decision(parts), nil
 }
 
 // parseOutcomes reads a reply of four integers per policy into out, which

@@ -14,7 +14,6 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -41,7 +40,7 @@ func forEachAlgorithm(t *testing.T, f func(t *testing.T, p ratekeeper.Policy)) {
 
 func mustSpec(t testing.TB, p ratekeeper.Policy) *driver.ValidSpec {
 	t.Helper()
-	spec, err := results.SpecOf(p)
+	spec, err := testutil.SpecOf(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
@@ -89,19 +88,19 @@ func luaFile(name string) string {
 // spec not made by driver.Validate or an algorithm without a script.
 func scriptOf(spec *driver.ValidSpec) (*algorithm, error) {
 	if !spec.Valid() {
-		return nil, fmt.Errorf("redisstore: %w: a spec not made by driver.Validate", ratekeeper.ErrInvalidPolicy)
+		return nil, fmt.Errorf("redisstore: %w: a spec not made by driver.Validate", driver.ErrInvalidSpec)
 	}
 	if spec.IsAll() {
 		for _, p := range spec.Policies() {
 			if _, ok := algorithms[p.Algorithm()]; !ok {
-				return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, p.Algorithm())
+				return nil, fmt.Errorf("redisstore: %w: no script for %q", driver.ErrInvalidSpec, p.Algorithm())
 			}
 		}
 		return allScript, nil
 	}
 	alg, ok := algorithms[spec.Algorithm()]
 	if !ok {
-		return nil, fmt.Errorf("redisstore: %w: no script for %q", ratekeeper.ErrInvalidPolicy, spec.Algorithm())
+		return nil, fmt.Errorf("redisstore: %w: no script for %q", driver.ErrInvalidSpec, spec.Algorithm())
 	}
 	return alg, nil
 }

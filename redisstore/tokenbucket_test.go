@@ -13,7 +13,6 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -115,7 +114,7 @@ func TestTokenBucketClockJumps(t *testing.T) {
 				n     int64
 			}{{0, 200_000}, {150 * time.Millisecond, 60_000}, {jump, 0}, {0, 10}, {350 * time.Millisecond, 0}, {0, 200_000}} {
 				f.clock.Advance(step.after)
-				want := results.Step(spec, &st, f.clock.Now().UnixMicro(), step.n)
+				want := testutil.Step(spec, &st, f.clock.Now().UnixMicro(), step.n)
 				got, err := lim.AllowN(ctx, "k", step.n)
 				if err != nil || testutil.DiffResult(got, want) != "" {
 					t.Fatalf("step %d: AllowN(%d) %v later = %+v, %v; the model gives %+v", i, step.n, step.after, got, err, want)
@@ -182,7 +181,7 @@ func TestTokenBucketAcrossPolicies(t *testing.T) {
 			crossReads++
 		}
 		spec := lims[pi].Spec()
-		want := results.Step(spec, &st, f.clock.Now().UnixMicro(), n)
+		want := testutil.Step(spec, &st, f.clock.Now().UnixMicro(), n)
 		got, err := lims[pi].AllowN(ctx, "k", n)
 		if err != nil {
 			t.Fatalf("step %d: %+v AllowN(%d) on %q: %v", i, p, n, v, err)

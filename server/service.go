@@ -19,10 +19,10 @@ import (
 
 // Store is what the service decides with: a ratekeeper.Store that also
 // decides several keys at once, all or nothing. redisstore.Store and
-// memstore.Store are both.
+// memstore.Store are both, as is either wrapped by metrics.Wrap.
 type Store interface {
 	ratekeeper.Store
-	DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error)
+	driver.MultiDecider
 }
 
 // OnStoreError says how the service answers when its store fails.
@@ -340,11 +340,14 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 	}
 	if len(idx) == 1 && !lookOnly {
 		d := &ds[idx[0]]
-		res, err := s.store.Decide(ctx, d.key, d.rule.spec, d.hits)
+		dec, err := s.store.Decide(ctx, d.key, d.rule.spec, d.hits)
 		if err != nil {
 			return err
 		}
-		d.res, d.decided = res, true
+		if d.res, err = ratekeeper.ResultOf(d.rule.spec, dec); err != nil {
+			return err
+		}
+		d.decided = true
 		return nil
 	}
 	reqs := make([]driver.Request, len(idx))
@@ -355,13 +358,19 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 		reqs[j] = driver.Request{Key: ds[i].key, Spec: ds[i].rule.spec, N: n}
 	}
-	results, err := s.store.DecideAll(ctx, reqs)
+	decs, err := s.store.DecideAll(ctx, reqs)
+	if err == nil && len(decs) != len(reqs) {
+		err = fmt.Errorf("server: the store decided %d of %d requests", len(decs), len(reqs))
+	}
 	if err != nil {
 		return err
 	}
 	for j, i := range idx {
 		d := &ds[i]
-		d.res, d.decided = results[j], true
+		if d.res, err = ratekeeper.ResultOf(reqs[j].Spec, decs[j]); err != nil {
+			return err
+		}
+		d.decided = true
 		if lookOnly {
 			// A peek answers for a cost of 1: judge the real cost against
 			// what remains.

@@ -543,8 +543,8 @@ func TestStoreFailure(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
-	return ratekeeper.Result{}, errors.New("store is down")
+func (failingStore) Decide(context.Context, string, *driver.ValidSpec, int64) (driver.Decision, error) {
+	return driver.Decision{}, errors.New("store is down")
 }
 
 func (failingStore) Reset(context.Context, string, *driver.ValidSpec) error {

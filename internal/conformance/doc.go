@@ -1,24 +1,19 @@
-// Package conformance holds the test suite that every ratekeeper.Store
-// must pass, run against memstore and redisstore alike.
+// Package conformance runs the conformance suite of every store
+// (driver/drivertest) on redisstore, over one server and over a Redis
+// Cluster, and holds the tests that need the stores themselves rather
+// than any Store:
 //
-// It guarantees that, for every policy it lists:
-//
-//   - scripted scenarios give exact Results (Remaining, RetryAfter and
-//     ResetAfter to the microsecond) on every store;
-//   - the Lua script, memstore and the Go model (driver.ValidSpec.Step) return
-//     identical Results over long random sequences of costs and time
-//     steps under a controlled clock;
-//   - forgetting a key once its ResetAfter has passed, as expiry does,
-//     never changes a later decision, and keys do expire;
+//   - DecideAll, all or nothing over several keys, on memstore and Redis
+//     alike over random batches;
 //   - goroutines and processes racing on one key are admitted exactly as
 //     far as the policy allows, never one more;
-//   - a clock that steps back admits no more in real time than the
-//     policy's bound, every store deciding as the model across it, and a
-//     time outside the supported range is an error;
-//   - Result.Remaining means one thing in every algorithm: the most that
-//     would pass now.
+//   - Redis keys expire once full, a denied request writes nothing, and
+//     memstore frees a key once full;
+//   - over a Cluster, keys spread across slots, and one caller's keys
+//     share one;
+//   - Sentinel failover clients work.
 //
-// A new algorithm joins by adding its policies to the tables in
-// conformance_test.go and concurrency_test.go, and its own scripted
-// scenarios in a file of its own, as tokenbucket_test.go does.
+// A new algorithm joins the suite in driver/drivertest: its policies in
+// the tables of policies.go, and its own scripted scenarios in a file of
+// its own, as tokenbucket.go does.
 package conformance

@@ -23,7 +23,7 @@ import (
 // multiStore is a store that decides several keys at once.
 type multiStore interface {
 	ratekeeper.Store
-	DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error)
+	driver.MultiDecider
 }
 
 var (
@@ -41,12 +41,11 @@ var (
 // that deny, and that hold a key's state twice must all occur, so that
 // the comparison is not vacuous.
 func TestDecideAllEquivalence(t *testing.T) {
-	ctx := context.Background()
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			clock := newClock()
-			mem := newMemstore(t, clock).(multiStore)
-			red := newRedisstore(t, clock).(multiStore)
+			mem := newMemstore(t, clock.Now).(multiStore)
+			red := newRedisstore(t, clock.Now).(multiStore)
 			specs := make([]*driver.ValidSpec, len(policies))
 			for i, pc := range policies {
 				specs[i] = mustSpec(t, pc.policy)
@@ -80,11 +79,11 @@ func TestDecideAllEquivalence(t *testing.T) {
 						seen[id] = true
 					}
 				}
-				want, err := mem.DecideAll(ctx, reqs)
+				want, err := resultsOf(t, mem, reqs)
 				if err != nil {
 					t.Fatalf("step %d: memstore: %v", step, err)
 				}
-				got, err := red.DecideAll(ctx, reqs)
+				got, err := resultsOf(t, red, reqs)
 				if err != nil {
 					t.Fatalf("step %d: redis: %v", step, err)
 				}
@@ -132,7 +131,7 @@ func TestDecideAllSharedKey(t *testing.T) {
 		forget(t, lim, "k")
 		// 3 and 3 do not fit in 5: nothing is taken. The first reports the
 		// state as it is, the second the state after the first.
-		res, err := store.DecideAll(ctx, []driver.Request{{Key: "k", Spec: fw, N: 3}, {Key: "k", Spec: fw, N: 3}})
+		res, err := resultsOf(t, store, []driver.Request{{Key: "k", Spec: fw, N: 3}, {Key: "k", Spec: fw, N: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +144,7 @@ func TestDecideAllSharedKey(t *testing.T) {
 			t.Fatalf("after a denied batch: %+v, want nothing taken", got)
 		}
 		// 2 and 3 fit: both take.
-		res, err = store.DecideAll(ctx, []driver.Request{{Key: "k", Spec: fw, N: 2}, {Key: "k", Spec: fw, N: 3}})
+		res, err = resultsOf(t, store, []driver.Request{{Key: "k", Spec: fw, N: 2}, {Key: "k", Spec: fw, N: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +225,7 @@ func TestDecideAllAllOrNothing(t *testing.T) {
 	for _, sf := range stores {
 		t.Run(sf.name, func(t *testing.T) {
 			clock := newClock()
-			store := sf.new(t, clock).(multiStore)
+			store := sf.new(t, clock.Now).(multiStore)
 			var cluster *redis.ClusterClient
 			if sf.name == "redis-cluster" {
 				cluster = redistest.ClusterClient(t)
@@ -249,7 +248,7 @@ func TestDecideAllAllOrNothing(t *testing.T) {
 			for range goroutines {
 				wg.Go(func() {
 					for range calls {
-						res, err := store.DecideAll(ctx, reqs)
+						res, err := resultsOf(t, store, reqs)
 						if err != nil {
 							t.Error(err)
 							return
@@ -330,7 +329,7 @@ func TestDecideAllErrors(t *testing.T) {
 		if res, err := lim.Peek(ctx, "k"); err != nil || res.Remaining != 3 {
 			t.Errorf("after the errors: %+v, %v; want nothing taken", res, err)
 		}
-		if res, err := store.DecideAll(ctx, []driver.Request{ok, ok}); err != nil || !res[1].Allowed || res[1].Remaining != 1 {
+		if res, err := resultsOf(t, store, []driver.Request{ok, ok}); err != nil || !res[1].Allowed || res[1].Remaining != 1 {
 			t.Errorf("two valid requests: %+v, %v; want both allowed", res, err)
 		}
 	})
@@ -358,7 +357,7 @@ func TestDecideAllAlignedAndAll(t *testing.T) {
 		reqs := func(n0, n1 int64) []driver.Request {
 			return []driver.Request{{Key: keys[0], Spec: minute.Spec(), N: n0}, {Key: keys[1], Spec: both.Spec(), N: n1}}
 		}
-		res, err := store.DecideAll(ctx, reqs(1, 3))
+		res, err := resultsOf(t, store, reqs(1, 3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +366,7 @@ func TestDecideAllAlignedAndAll(t *testing.T) {
 		}
 		// The bucket is empty: the batch is denied, and the window keeps
 		// its one remaining.
-		res, err = store.DecideAll(ctx, reqs(1, 1))
+		res, err = resultsOf(t, store, reqs(1, 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +383,7 @@ func TestDecideAllAlignedAndAll(t *testing.T) {
 func TestDecideAllPeekNeverDenies(t *testing.T) {
 	for _, sf := range stores {
 		t.Run(sf.name, func(t *testing.T) {
-			store := sf.new(t, newClock()).(multiStore)
+			store := sf.new(t, newClock().Now).(multiStore)
 			var cluster *redis.ClusterClient
 			if sf.name == "redis-cluster" {
 				cluster = redistest.ClusterClient(t)
@@ -399,7 +398,7 @@ func TestDecideAllPeekNeverDenies(t *testing.T) {
 			}
 			// keys[0] is exhausted; a peek at it takes nothing, so needs
 			// nothing, and keys[1]'s request still takes.
-			res, err := store.DecideAll(ctx, []driver.Request{{Key: keys[0], Spec: fw, N: 0}, {Key: keys[1], Spec: fw, N: 1}})
+			res, err := resultsOf(t, store, []driver.Request{{Key: keys[0], Spec: fw, N: 0}, {Key: keys[1], Spec: fw, N: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,4 +410,24 @@ func TestDecideAllPeekNeverDenies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resultsOf is store.DecideAll, its Decisions made Results as a Limiter
+// makes them.
+func resultsOf(t testing.TB, store driver.MultiDecider, reqs []driver.Request) ([]ratekeeper.Result, error) {
+	t.Helper()
+	ds, err := store.DecideAll(context.Background(), reqs)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) != len(reqs) {
+		t.Fatalf("DecideAll of %d requests: %d Decisions", len(reqs), len(ds))
+	}
+	res := make([]ratekeeper.Result, len(ds))
+	for i, d := range ds {
+		if res[i], err = ratekeeper.ResultOf(reqs[i].Spec, d); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return res, nil
 }

@@ -5,7 +5,9 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // Clock is a controlled clock: time moves only when a test moves it. It
@@ -117,4 +120,83 @@ func WantResult(t testing.TB, what string, res ratekeeper.Result, err error, all
 	if res.Allowed != allowed || res.Remaining != remaining {
 		t.Fatalf("%s = %+v, want Allowed %t, Remaining %g", what, res, allowed, remaining)
 	}
+}
+
+// SpecOf validates p as ratekeeper.New does, with opts, and returns the
+// ValidSpec a store would be given: for tests that call stores or the
+// models directly.
+func SpecOf(p ratekeeper.Policy, opts ...ratekeeper.Option) (*driver.ValidSpec, error) {
+	lim, err := ratekeeper.New(noStore{}, p, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return lim.Spec(), nil
+}
+
+// noStore is the store of SpecOf's Limiter, which decides nothing.
+type noStore struct{}
+
+func (noStore) Decide(context.Context, string, *driver.ValidSpec, int64) (driver.Decision, error) {
+	return driver.Decision{}, errors.New("testutil: SpecOf's limiter decides nothing")
+}
+
+func (noStore) Reset(context.Context, string, *driver.ValidSpec) error { return nil }
+
+// Model is one key's state under a spec, decided by the Go models: the
+// Results every store must return.
+type Model struct {
+	spec   *driver.ValidSpec
+	states [driver.MaxParts]driver.State
+}
+
+// NewModel returns a Model of a fresh key under spec.
+func NewModel(spec *driver.ValidSpec) *Model { return &Model{spec: spec} }
+
+// Decide decides a request of cost n at now, in microseconds, as a
+// Limiter's AllowN does, and returns its Result.
+func (m *Model) Decide(now, n int64) ratekeeper.Result {
+	var sts [driver.MaxParts]*driver.State
+	for i := range sts {
+		sts[i] = &m.states[i]
+	}
+	d := m.spec.Decide(sts[:max(m.spec.NumParts(), 1)], now, n, driver.Take)
+	res, err := ratekeeper.ResultOf(m.spec, d)
+	if err != nil {
+		panic(err) // the models' Decisions fit their spec
+	}
+	return res
+}
+
+// Step runs the model of spec, a spec other than an All, on st, as a
+// Limiter's AllowN does, and returns its Result.
+func Step(spec *driver.ValidSpec, st *driver.State, now, n int64) ratekeeper.Result {
+	res, err := ratekeeper.ResultOf(spec, driver.Decision{Outcome: spec.Step(st, now, n, driver.Take)})
+	if err != nil {
+		panic(err) // an All's Decision has Parts
+	}
+	return res
+}
+
+// NewLimiter is ratekeeper.New, which must succeed.
+func NewLimiter(t testing.TB, store ratekeeper.Store, p ratekeeper.Policy) *ratekeeper.Limiter {
+	t.Helper()
+	lim, err := ratekeeper.New(store, p)
+	if err != nil {
+		t.Fatalf("ratekeeper.New(%+v): %v", p, err)
+	}
+	return lim
+}
+
+// Forget resets keys when t ends, so that the keys of a store that keeps
+// them (Redis, with long expiries) do not outlive the test.
+func Forget(t testing.TB, lim *ratekeeper.Limiter, keys ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, k := range keys {
+			if err := lim.Reset(ctx, k); err != nil {
+				t.Errorf("reset %q: %v", k, err)
+			}
+		}
+	})
 }

@@ -1,5 +1,5 @@
 // Command accuracy replays one synthetic trace through the Go model of every
-// ratekeeper algorithm (driver.ValidSpec.StepOne, which the conformance
+// ratekeeper algorithm (driver.ValidSpec.Step, which the conformance
 // suite holds identical to the Lua scripts, so no Redis is needed) and
 // compares each decision with the exact sliding-window ideal: a request is
 // ideally admitted if and only if fewer than Limit requests admitted by
@@ -35,7 +35,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // The limit every policy grants: limit requests per window.
@@ -160,11 +160,12 @@ func main() {
 
 	specs := make([]*driver.ValidSpec, len(algorithms))
 	for i, a := range algorithms {
-		s, err := results.SpecOf(a.policy)
+		// The limiter is only for its spec: it decides nothing.
+		lim, err := ratekeeper.New(memstore.New(memstore.WithSweepInterval(0)), a.policy)
 		if err != nil {
 			log.Fatalf("%s: %v", a.name, err)
 		}
-		specs[i] = s
+		specs[i] = lim.Spec()
 	}
 	r := run(specs, *seed, *keys, *duration)
 	fmt.Printf("Trace: seed %d, %d keys per class, %v from Unix time %d s, %d requests; limit %d per %v.\n\n",
@@ -199,7 +200,7 @@ func run(specs []*driver.ValidSpec, seed uint64, keys int, d time.Duration) repl
 			var st driver.State
 			var own rolling
 			for j, t := range ts {
-				got := spec.StepOne(&st, t, 1).Allowed
+				got := spec.Step(&st, t, 1, driver.Take).Allowed
 				tl.requests++
 				tl.decisions = append(tl.decisions, got)
 				if got {

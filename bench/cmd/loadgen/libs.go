@@ -19,7 +19,7 @@ import (
 	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/ratekeeper/ratekeeper"
-	rkresults "github.com/ratekeeper/ratekeeper/internal/results"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -239,10 +239,12 @@ func openRueidis(addr string, p policy) (decideFunc, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, err := rkresults.SpecOf(p.tokenBucket())
+	// The limiter is only for its spec: it decides nothing.
+	lim, err := ratekeeper.New(memstore.New(memstore.WithSweepInterval(0)), p.tokenBucket())
 	if err != nil {
 		return nil, nil, err
 	}
+	spec := lim.Spec()
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	if err != nil {
 		return nil, nil, err

@@ -1,4 +1,4 @@
-package conformance
+package drivertest
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 // Result.Remaining, whether it reports fractions or whole requests: after
 // random traffic, a request of cost ⌊Remaining⌋ passes at once, and one of
 // ⌊Remaining⌋ + 1 does not.
-func TestRemainingIsWhatPasses(t *testing.T) {
+func (ts *suite) testRemainingIsWhatPasses(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")

@@ -1,4 +1,4 @@
-package conformance
+package drivertest
 
 import (
 	"context"
@@ -22,10 +22,10 @@ type scenario struct {
 
 // runScenarios runs each scenario on every store, then checks on its key
 // that a cost above what the policy can ever admit is an error.
-func runScenarios(t *testing.T, scenarios []scenario) {
+func (ts *suite) runScenarios(t *testing.T, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				lim := newLimiter(t, store, sc.policy)
 				runSteps(t, clock, lim, sc.steps)
 				checkCostTooHigh(t, lim, "k")
@@ -208,4 +208,4 @@ var gcraScenarios = []scenario{
 	},
 }
 
-func TestGCRAScenarios(t *testing.T) { runScenarios(t, gcraScenarios) }
+func (ts *suite) testGCRAScenarios(t *testing.T) { ts.runScenarios(t, gcraScenarios) }

@@ -1,4 +1,4 @@
-package conformance
+package drivertest
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
-	"github.com/ratekeeper/ratekeeper/internal/results"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
@@ -17,8 +16,8 @@ import (
 // steps back 10 s (a failover to a replica whose clock lags), then forward
 // again. The requests admitted behind must not leave before those of T:
 // nothing more passes until T + 5 s.
-func TestSlidingWindowLogClockStepBack(t *testing.T) {
-	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+func (ts *suite) testSlidingWindowLogClockStepBack(t *testing.T) {
+	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.SlidingWindowLog{Limit: 5, Window: 5 * sec})
 		forget(t, lim, "k")
@@ -105,13 +104,13 @@ func (f *expiryFloor) back(now int64, d time.Duration) time.Duration {
 // a clock that never goes back. When it also returns (two application
 // servers whose supplied clocks disagree, or a failover and back), the
 // stores still agree with the model, request by request.
-func TestClockStepBack(t *testing.T) {
+func (ts *suite) testClockStepBack(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, returns := range []bool{false, true} {
 				t.Run(map[bool]string{false: "lags", true: "returns"}[returns], func(t *testing.T) {
-					forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+					ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 						checkStepBack(t, clock, newLimiter(t, store, pc.policy), pc.quantum, returns)
 					})
 				})
@@ -128,7 +127,7 @@ func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter,
 	for _, p := range spec.Policies() {
 		window = max(window, p.Window())
 	}
-	var st driver.State
+	m := testutil.NewModel(spec)
 	var floor expiryFloor
 	r := rand.New(rand.NewPCG(11, 0))
 	// The clock lags real time by lag: it steps back by up to three
@@ -168,7 +167,7 @@ func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter,
 			}
 			now := clock.Now().UnixMicro()
 			floor.before(now)
-			want := results.Step(spec, &st, now, n)
+			want := m.Decide(now, n)
 			got, err := lim.AllowN(ctx, "k", n)
 			if err != nil {
 				t.Fatalf("request %d: AllowN(%d): %v", i, n, err)
@@ -232,12 +231,12 @@ func stepBackBound(spec *driver.ValidSpec) int64 {
 // the Unix epoch, or from 2200 on is an error matching ErrInvalidTime on
 // every store and algorithm, and takes nothing; the last microseconds of
 // 2199 decide, and limit.
-func TestTimeOutOfRange(t *testing.T) {
+func (ts *suite) testTimeOutOfRange(t *testing.T) {
 	last := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Hour)
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")

@@ -1,4 +1,4 @@
-package conformance
+package drivertest
 
 import (
 	"context"
@@ -227,13 +227,13 @@ func burst(capacity int64, interval time.Duration) []tbStep {
 	return steps
 }
 
-func TestTokenBucketScenarios(t *testing.T) {
-	runScenarios(t, tbScenarios)
+func (ts *suite) testTokenBucketScenarios(t *testing.T) {
+	ts.runScenarios(t, tbScenarios)
 }
 
 // TestTokenBucketInvalidInput checks that input which can never succeed
 // is an error, takes nothing, and that the longest key works.
-func TestTokenBucketInvalidInput(t *testing.T) {
+func (ts *suite) testTokenBucketInvalidInput(t *testing.T) {
 	policy := ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: sec}
 	tooLong := strings.Repeat("k", ratekeeper.MaxKeyLen+1)
 	longest := strings.Repeat("k", ratekeeper.MaxKeyLen)
@@ -251,7 +251,7 @@ func TestTokenBucketInvalidInput(t *testing.T) {
 		{name: "peek with an empty key", key: "", n: 0, is: []error{ratekeeper.ErrInvalidKey}},
 		{name: "key too long", key: tooLong, n: 1, is: []error{ratekeeper.ErrInvalidKey}, resets: true},
 	}
-	forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, policy)
 		forget(t, lim, "k", longest)

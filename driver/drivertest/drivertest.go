@@ -1,0 +1,95 @@
+// Package drivertest checks that a ratekeeper Store decides as the Go
+// models do, in the manner of testing/fstest: a store's own tests call
+// Run with a function that opens a fresh store on a given clock.
+//
+//	func TestConformance(t *testing.T) {
+//		drivertest.Run(t, func(t *testing.T, now func() time.Time) ratekeeper.Store {
+//			return mystore.New(mystore.WithClock(now))
+//		})
+//	}
+//
+// Run checks, for every built-in algorithm and for All:
+//
+//   - scripted scenarios, whose exact Results (Remaining, RetryAfter and
+//     ResetAfter to the microsecond) are worked out by hand;
+//   - long random sequences of costs and time steps, the clock now and
+//     then stepping back, against the Go models (driver.ValidSpec.Decide),
+//     each of which must both allow and deny, so that none passes
+//     vacuously;
+//   - that forgetting a key once its ResetAfter has passed, as expiry
+//     does, never changes a later decision;
+//   - that a clock that steps back admits no more than the policy's bound,
+//     and that a time outside the supported range is an error;
+//   - that input which can never succeed is an error, and takes nothing;
+//   - that Result.Remaining is the most that would pass now.
+//
+// Every store Run opens reads its time only from now, which Run moves;
+// its keys may persist between the stores of one Run (Run resets the keys
+// it uses), but a store must not share state with another one opened for
+// another subtest running at the same time: open a fresh store, with its
+// own keys, each time.
+package drivertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
+)
+
+// Run runs the conformance suite against the stores that open returns, as
+// subtests of t. open is called once per subtest, with that subtest, and
+// returns a fresh store that reads its time from now: a clock Run moves
+// as its scenarios require, which begins at a fixed time in 2030. open may
+// skip the subtest (t.Skip) when its store is unavailable.
+func Run(t *testing.T, open func(t *testing.T, now func() time.Time) ratekeeper.Store) {
+	ts := &suite{open: open}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(ts, t) })
+	}
+}
+
+// suite is a run of the suite over the stores of one open function.
+type suite struct {
+	open func(t *testing.T, now func() time.Time) ratekeeper.Store
+}
+
+// cases are the suite's subtests.
+var cases = []struct {
+	name string
+	run  func(*suite, *testing.T)
+}{
+	{"TokenBucketScenarios", (*suite).testTokenBucketScenarios},
+	{"GCRAScenarios", (*suite).testGCRAScenarios},
+	{"FixedWindowScenarios", (*suite).testFixedWindowScenarios},
+	{"AlignedFixedWindowScenarios", (*suite).testAlignedFixedWindowScenarios},
+	{"AlignedFixedWindowOwnState", (*suite).testAlignedFixedWindowOwnState},
+	{"SlidingWindowLogScenarios", (*suite).testSlidingWindowLogScenarios},
+	{"SlidingWindowCounterScenarios", (*suite).testSlidingWindowCounterScenarios},
+	{"SlidingWindowCounterBoundaryBurst", (*suite).testSlidingWindowCounterBoundaryBurst},
+	{"LeakyBucketScenarios", (*suite).testLeakyBucketScenarios},
+	{"LeakyBucketSlowRates", (*suite).testLeakyBucketSlowRates},
+	{"AllScenario", (*suite).testAllScenario},
+	{"AllSharesStateByName", (*suite).testAllSharesStateByName},
+	{"InvalidInput", (*suite).testTokenBucketInvalidInput},
+	{"SlidingWindowLogClockStepBack", (*suite).testSlidingWindowLogClockStepBack},
+	{"ClockStepBack", (*suite).testClockStepBack},
+	{"TimeOutOfRange", (*suite).testTimeOutOfRange},
+	{"RemainingIsWhatPasses", (*suite).testRemainingIsWhatPasses},
+	{"ExpiryNeverChangesDecisions", (*suite).testExpiryNeverChangesDecisions},
+	{"RandomEquivalence", (*suite).testRandomEquivalence},
+}
+
+// forEachStore runs f on a fresh store, and a clock at start that it
+// reads.
+func (ts *suite) forEachStore(t *testing.T, f func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store)) {
+	clock := newClock()
+	f(t, clock, ts.open(t, clock.Now))
+}
+
+// newLimiter is ratekeeper.New, which must succeed.
+var newLimiter = testutil.NewLimiter
+
+// forget resets keys when t ends.
+var forget = testutil.Forget

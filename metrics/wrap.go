@@ -1,0 +1,234 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
+)
+
+// Wrap returns a Store that passes every call on to store, and records it:
+// give it to ratekeeper.New in place of store. The Store returned
+// implements each optional interface of package driver (MultiDecider,
+// Charger) exactly when store does, so that callers which look for one
+// find it through the wrapper. If store has a deny cache (a DenyCacheHits
+// method, as redisstore.Store has), its hits are counted, once however
+// often the store is wrapped. Wrap(nil) is nil.
+func (m *Metrics) Wrap(store ratekeeper.Store) ratekeeper.Store {
+	if store == nil {
+		return nil
+	}
+	inner := store
+	for { // wrapped already, maybe by another Metrics: look at the store itself
+		w, ok := inner.(interface{ unwrap() *wrapped })
+		if !ok {
+			break
+		}
+		inner = w.unwrap().inner
+	}
+	if h, ok := inner.(hitCounter); ok {
+		m.addHitSource(h)
+	}
+	w := &wrapped{m: m, inner: store}
+	_, multi := store.(driver.MultiDecider)
+	_, charger := store.(driver.Charger)
+	switch {
+	case multi && charger:
+		return fullWrapped{w}
+	case multi:
+		return multiWrapped{w}
+	case charger:
+		return chargerWrapped{w}
+	}
+	return w
+}
+
+func (m *Metrics) addHitSource(h hitCounter) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Only values that compare without panicking can be recognized.
+	if reflect.ValueOf(h).Comparable() {
+		for _, s := range m.hitSources {
+			if reflect.ValueOf(s).Comparable() && s == h {
+				return
+			}
+		}
+	}
+	m.hitSources = append(m.hitSources, h)
+}
+
+// epoch lets store calls be timed on the monotonic clock alone: Since a
+// time with a monotonic reading skips the wall clock, which Now reads too.
+var epoch = time.Now()
+
+// wrapped is the Store that Wrap returns for a store with no optional
+// interface; the others embed it, and add theirs.
+type wrapped struct {
+	m     *Metrics
+	inner ratekeeper.Store
+}
+
+// The Stores that Wrap returns for stores with optional interfaces.
+type (
+	multiWrapped   struct{ *wrapped }
+	chargerWrapped struct{ *wrapped }
+	fullWrapped    struct{ *wrapped }
+)
+
+var (
+	_ ratekeeper.Store    = (*wrapped)(nil)
+	_ driver.MultiDecider = multiWrapped{}
+	_ driver.Charger      = chargerWrapped{}
+	_ driver.MultiDecider = fullWrapped{}
+	_ driver.Charger      = fullWrapped{}
+)
+
+func (w *wrapped) unwrap() *wrapped { return w }
+
+// DecideAll decides through the inner store, and records the call.
+func (w multiWrapped) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
+	return w.decideAll(ctx, reqs)
+}
+
+// DecideAll decides through the inner store, and records the call.
+func (w fullWrapped) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
+	return w.decideAll(ctx, reqs)
+}
+
+// Charge charges through the inner store, and records the call.
+func (w chargerWrapped) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return w.charge(ctx, opCharge, key, spec, n)
+}
+
+// Refund refunds through the inner store, and records the call.
+func (w chargerWrapped) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return w.charge(ctx, opRefund, key, spec, n)
+}
+
+// Charge charges through the inner store, and records the call.
+func (w fullWrapped) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return w.charge(ctx, opCharge, key, spec, n)
+}
+
+// Refund refunds through the inner store, and records the call.
+func (w fullWrapped) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return w.charge(ctx, opRefund, key, spec, n)
+}
+
+// Decide decides through the inner store, and records the call.
+func (w *wrapped) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	start := time.Since(epoch)
+	d, err := w.inner.Decide(ctx, key, spec, n)
+	elapsed := time.Since(epoch) - start
+	ls := w.m.limiter(spec)
+	ls.decide.Observe(elapsed.Seconds())
+	if err != nil {
+		w.failed(ctx, ls, spec, opDecide, key, err)
+		return d, err
+	}
+	w.count(ls, spec, n, d)
+	return d, nil
+}
+
+// count counts a decision of cost n under spec, unless a peek: nothing
+// was decided, and a "denied" peek refused nobody.
+func (w *wrapped) count(ls *limiterSeries, spec *driver.ValidSpec, n int64, d driver.Decision) {
+	if n == 0 {
+		return
+	}
+	policy := spec.Name()
+	if spec.IsAll() && d.Binding < spec.NumParts() {
+		policy = spec.Part(d.Binding).Name()
+	}
+	if d.Allowed {
+		w.m.policy(spec, ls, policy).allowed.Inc()
+		return
+	}
+	w.m.policy(spec, ls, policy).denied.Inc()
+	for i, p := range d.Parts {
+		if !p.Allowed && i < spec.NumParts() {
+			w.m.policy(spec, ls, spec.Part(i).Name()).denials.Inc()
+		}
+	}
+}
+
+// failed counts and logs a failed store call, unless its context was
+// canceled: a client going away is not a store failure.
+func (w *wrapped) failed(ctx context.Context, ls *limiterSeries, spec *driver.ValidSpec, op, key string, err error) {
+	if !errors.Is(err, context.Canceled) {
+		ls.errors.Inc()
+	}
+	w.m.failed(ctx, spec, op, key, err)
+}
+
+// decideAll decides through the inner store, and records the call: each
+// request as a decision of its limiter, and the call's latency once for
+// each limiter among the requests.
+func (w *wrapped) decideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
+	start := time.Since(epoch)
+	ds, err := w.inner.(driver.MultiDecider).DecideAll(ctx, reqs)
+	elapsed := time.Since(epoch) - start
+	for i, r := range reqs {
+		if !r.Spec.Valid() || firstOf(reqs[:i], r.Spec.Name()) {
+			continue
+		}
+		ls := w.m.limiter(r.Spec)
+		ls.decide.Observe(elapsed.Seconds())
+		if err != nil {
+			w.failed(ctx, ls, r.Spec, opDecideAll, r.Key, err)
+		}
+	}
+	if err == nil && len(ds) == len(reqs) {
+		for i, r := range reqs {
+			if r.Spec.Valid() {
+				w.count(w.m.limiter(r.Spec), r.Spec, r.N, ds[i])
+			}
+		}
+	}
+	return ds, err
+}
+
+// firstOf reports whether a request of reqs has a spec of the given name.
+func firstOf(reqs []driver.Request, name string) bool {
+	for _, r := range reqs {
+		if r.Spec.Valid() && r.Spec.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// charge charges or refunds through the inner store, and records the
+// call's latency, and its failure if any. A charge or a refund is no
+// decision: it takes or gives back whatever the outcome.
+func (w *wrapped) charge(ctx context.Context, op, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	c := w.inner.(driver.Charger)
+	start := time.Since(epoch)
+	var d driver.Decision
+	var err error
+	if op == opCharge {
+		d, err = c.Charge(ctx, key, spec, n)
+	} else {
+		d, err = c.Refund(ctx, key, spec, n)
+	}
+	w.m.durations.WithLabelValues(spec.Name(), op).Observe((time.Since(epoch) - start).Seconds())
+	if err != nil {
+		w.failed(ctx, w.m.limiter(spec), spec, op, key, err)
+	}
+	return d, err
+}
+
+// Reset resets through the inner store, and records the call. Resets are
+// rare, so their series are resolved on each call.
+func (w *wrapped) Reset(ctx context.Context, key string, spec *driver.ValidSpec) error {
+	start := time.Since(epoch)
+	err := w.inner.Reset(ctx, key, spec)
+	w.m.durations.WithLabelValues(spec.Name(), opReset).Observe((time.Since(epoch) - start).Seconds())
+	if err != nil {
+		w.m.failed(ctx, spec, opReset, key, err)
+	}
+	return err
+}
