@@ -27,7 +27,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -122,11 +121,11 @@ func TestGRPCInvalidUTF8(t *testing.T) {
 // panicStore panics in every decision, as a bug would.
 type panicStore struct{ *memstore.Store }
 
-func (panicStore) Decide(context.Context, string, *driver.ValidSpec, int64) (ratekeeper.Result, error) {
+func (panicStore) Decide(context.Context, string, *driver.ValidSpec, int64) (driver.Decision, error) {
 	panic("a bug")
 }
 
-func (panicStore) DecideAll(context.Context, []driver.Request) ([]ratekeeper.Result, error) {
+func (panicStore) DecideAll(context.Context, []driver.Request) ([]driver.Decision, error) {
 	panic("a bug")
 }
 

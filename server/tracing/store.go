@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/server"
 )
@@ -35,7 +34,7 @@ type tracedStore struct {
 }
 
 // Decide implements ratekeeper.Store.
-func (s *tracedStore) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (ratekeeper.Result, error) {
+func (s *tracedStore) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
 	ctx, span := s.tracer.Start(ctx, "ratekeeper.Store/Decide", trace.WithAttributes(AttrRequests.Int(1)))
 	defer span.End()
 	res, err := s.Store.Decide(ctx, key, spec, n)
@@ -48,7 +47,7 @@ func (s *tracedStore) Decide(ctx context.Context, key string, spec *driver.Valid
 }
 
 // DecideAll implements server.Store.
-func (s *tracedStore) DecideAll(ctx context.Context, reqs []driver.Request) ([]ratekeeper.Result, error) {
+func (s *tracedStore) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
 	ctx, span := s.tracer.Start(ctx, "ratekeeper.Store/DecideAll", trace.WithAttributes(AttrRequests.Int(len(reqs))))
 	defer span.End()
 	results, err := s.Store.DecideAll(ctx, reqs)
@@ -64,7 +63,7 @@ func (s *tracedStore) DecideAll(ctx context.Context, reqs []driver.Request) ([]r
 	return results, nil
 }
 
-func denied(r ratekeeper.Result) int {
+func denied(r driver.Decision) int {
 	if r.Allowed {
 		return 0
 	}
