@@ -157,3 +157,33 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestServeXDSEnvoyGatewayEnvironment checks the service started with the
+// xDS part of the environment Envoy Gateway gives its ratelimit
+// container (no SAN: the certificate is checked against the server's
+// address): it serves the pushed configuration over mTLS and applies a
+// new snapshot without a restart.
+func TestServeXDSEnvoyGatewayEnvironment(t *testing.T) {
+	pki := xdstest.NewPKI(t)
+	srv := xdstest.Start(t, pki.ServerTLS(t))
+	s := startEnv(t, envOf(map[string]string{
+		"RUNTIME_ROOT": t.TempDir(), "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_IGNOREDOTFILES": "true",
+		"RUNTIME_WATCH_ROOT": "false", "LOG_LEVEL": "info", "USE_STATSD": "false",
+		"CONFIG_TYPE":                         "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":          srv.Addr,
+		"CONFIG_GRPC_XDS_NODE_ID":             "envoy-ratelimit",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS":      "true",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":     pki.ClientCert,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":      pki.ClientKey,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT":   pki.CA,
+		"FORCE_START_WITHOUT_INITIAL_CONFIG":  "true",
+		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "50ms",
+	}))
+	srv.Set("envoy-ratelimit", "1", pushed(2))
+	waitLimit(t, s, 2)
+	srv.Set("envoy-ratelimit", "2", pushed(4))
+	waitLimit(t, s, 4)
+	if srv.WaitRequest(10*time.Second, xdstest.IsACK("2")) == nil {
+		t.Error("version 2 not ACKed")
+	}
+}
