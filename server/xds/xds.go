@@ -79,8 +79,8 @@ type Options struct {
 	// Backoff paces the attempts to open a stream again; the zero value
 	// is DefaultBackoff.
 	Backoff Backoff
-	// Apply makes a pushed configuration the service's. An error refuses
-	// the push.
+	// Apply makes a pushed configuration the service's, and logs its
+	// Warnings if it will. An error refuses the push.
 	Apply func(*config.Config) error
 	// Rejected, if not nil, is called for each push refused, once per
 	// distinct push (the reload-error metric).
@@ -243,9 +243,6 @@ func (c *Client) handle(ctx context.Context, st adsStream, resp *discoveryv3.Dis
 	c.version.Store(&version)
 	c.rejectedVersion, c.rejectedDigest = "", [32]byte{}
 	c.opts.Logger.Info("xDS configuration applied", "version", version, "domains", len(cfg.Domains()))
-	for _, w := range cfg.Warnings() {
-		c.opts.Logger.Warn("configuration: ignored", "version", version, "warning", w)
-	}
 	return st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: TypeURL, VersionInfo: version, ResponseNonce: resp.GetNonce()})
 }
 
