@@ -1,8 +1,11 @@
 package xds_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -343,5 +346,41 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := xds.ParseHeaders("x-a"); err == nil {
 		t.Error("a header without a value accepted")
+	}
+}
+
+// TestTLSFilesReread checks that a client certificate rotated in place
+// is the one the next connection presents.
+func TestTLSFilesReread(t *testing.T) {
+	a, b := xdstest.NewPKI(t), xdstest.NewPKI(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	install := func(p *xdstest.PKI) {
+		for src, dst := range map[string]string{p.ClientCert: cert, p.ClientKey: key} {
+			data, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(a)
+	tlsFn, err := xds.TLSFiles(cert, key, a.CA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func() []byte {
+		cfg, err := tlsFn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Certificates[0].Certificate[0]
+	}
+	first := leaf()
+	install(b)
+	if bytes.Equal(first, leaf()) {
+		t.Error("the rotated certificate is not read")
 	}
 }
