@@ -157,7 +157,7 @@ func compareRandom(t *testing.T, p *pair, domains map[string][]*rule, domain str
 // to recover is logged.
 func TestXDSUpdatesNACKAndRestart(t *testing.T) {
 	// A window about to end would split the counters: leave it.
-	if left := time.Hour - time.Since(time.Now().Truncate(time.Hour)); left < 90*time.Second {
+	if left := time.Hour - time.Since(time.Now().Truncate(time.Hour)); left < 30*time.Second {
 		time.Sleep(left + 100*time.Millisecond)
 	}
 	v1 := map[string][]*rule{domainName("xds1"): diffRules()}
