@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func StartReplica(t testing.TB, master *Server) *Server {
 // command's keys share a slot. It is stopped when t ends.
 func StartOneNodeCluster(t testing.TB) *Server {
 	t.Helper()
-	s := StartServerWith(t, "--cluster-enabled", "yes")
+	s := startClusterNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
@@ -44,9 +45,9 @@ func StartOneNodeCluster(t testing.TB) *Server {
 	return s
 }
 
-// waitInfo waits up to 10 s for a line of INFO section (CLUSTER INFO for
-// "cluster") to read want, and fails the test if none does.
-func (s *Server) waitInfo(section, want string) {
+// waitInfo waits up to 10 s for INFO section (CLUSTER INFO for "cluster")
+// to hold every line of want, and fails the test if it does not.
+func (s *Server) waitInfo(section string, want ...string) {
 	s.t.Helper()
 	c := s.Client()
 	var info string
@@ -59,14 +60,23 @@ func (s *Server) waitInfo(section, want string) {
 			info, err = c.Info(ctx, section).Result()
 		}
 		cancel()
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(info, "\n") {
-			if strings.TrimSpace(line) == want {
-				return
-			}
+		if err == nil && hasLines(info, want) {
+			return
 		}
 	}
 	s.t.Fatalf("redis-server at %s: no %q within 10 s:\n%s", s.Addr, want, info)
+}
+
+// hasLines reports whether every line of want is a line of info.
+func hasLines(info string, want []string) bool {
+	lines := strings.Split(info, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			return false
+		}
+	}
+	return true
 }

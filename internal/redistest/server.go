@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,19 +34,22 @@ func StartServer(t testing.TB) *Server {
 // "--maxmemory", "1mb".
 func StartServerWith(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return startServer(t, func() []string { return args })
+}
+
+// startServer starts a private redis-server with the options that args
+// returns, asked again at each attempt on a new port.
+func startServer(t testing.TB, args func() []string) *Server {
+	t.Helper()
 	Addr(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found: %v", err)
 	}
-	s := &Server{t: t, args: args}
+	s := &Server{t: t}
 	for attempt := 0; attempt < 5 && s.cmd == nil; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		s.port = freePort(t)
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		s.args = args()
 		if err := s.start(); err != nil {
 			t.Logf("redis-server on port %d: %v; trying another port", s.port, err)
 		}
@@ -55,6 +59,17 @@ func StartServerWith(t testing.TB, args ...string) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start runs redis-server on s.port and waits until it answers.
@@ -89,7 +104,26 @@ func (s *Server) start() error {
 	return fmt.Errorf("no answer within 5 s")
 }
 
-// Stop kills the server, as a crash would. It is safe to call twice.
+// Pause stops the server with SIGSTOP: it keeps its connections and
+// accepts new ones (the kernel does), but answers nothing until Resume,
+// like a host that hangs.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("pause redis-server: %v", err)
+	}
+}
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("resume redis-server: %v", err)
+	}
+}
+
+// Stop kills the server, as a crash would, paused or not. It is safe to
+// call twice.
 func (s *Server) Stop() {
 	if s.cmd == nil {
 		return

@@ -70,7 +70,7 @@ func TestSkipFailsUnderCI(t *testing.T) {
 // TestEveryRedisPackageReports checks that every package whose tests can
 // skip for want of Redis reports it, by calling Run from its TestMain.
 func TestEveryRedisPackageReports(t *testing.T) {
-	uses := regexp.MustCompile(`redistest\.(Addr|Client|ClusterAddrs|ClusterClient|StartServer|StartSentinel|Skip)\(`)
+	uses := regexp.MustCompile(`redistest\.(Addr|Client|ClusterAddrs|ClusterClient|StartServer|StartServerWith|StartCluster|StartOneNodeCluster|StartSentinel|Skip)\(`)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
