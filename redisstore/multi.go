@@ -24,8 +24,9 @@ import (
 // Over a client of one server (a standalone Redis, or Sentinel's primary)
 // the whole set is one script call, atomic. Over a Redis Cluster, it can
 // only be atomic within a hash slot: requests are grouped by the slot of
-// their key, each group is one atomic script call, and all the groups go
-// in one pipeline, in one round trip. Across groups the guarantee is
+// their key, each group is one atomic script call, and the groups go at
+// once, in one pipeline per master: one round trip, which waits only for
+// the masters of the keys. Across groups the guarantee is
 // weaker: a group that denies takes nothing, but does not undo the takes
 // of groups that allowed, and results[i] then reports request i's group's
 // decision (so every request reported allowed in a group of only allowed

@@ -38,12 +38,13 @@ type call struct {
 	abandoned atomic.Bool
 }
 
-// pipeliner coalesces concurrent script calls into pipelines, adding no
-// delay: while fewer than maxFlying round trips are in flight a call is
-// sent at once, alone; calls that arrive meanwhile are queued and sent
-// together as one pipeline when a round trip returns. One goroutine makes
-// one round trip per decision; many share one round trip per batch.
-type pipeliner struct {
+// queue coalesces concurrent script calls for one Redis server into
+// pipelines, adding no delay: while fewer than maxFlying round trips are
+// in flight a call is sent at once, alone; calls that arrive meanwhile
+// are queued and sent together as one pipeline when a round trip returns.
+// One goroutine makes one round trip per decision; many share one round
+// trip per batch. A pipeliner has one queue per server (see pipeliner).
+type queue struct {
 	client redis.UniversalClient
 	// combine: the requests of a batch under one algorithm go as one
 	// script call (see runBatch). Only over a client of one server: in a
@@ -52,17 +53,17 @@ type pipeliner struct {
 	// from the first CROSSSLOT, and stops.
 	combine atomic.Bool
 
-	mu     sync.Mutex
-	flying int     // round trips in flight
-	queue  []*call // calls waiting for the next one
-	spare  []*call // the previous queue's array, for reuse
+	mu      sync.Mutex
+	flying  int     // round trips in flight
+	waiting []*call // calls waiting for the next one
+	spare   []*call // the previous batch's array, for reuse
 }
 
-func newPipeliner(client redis.UniversalClient) *pipeliner {
-	p := &pipeliner{client: client}
+func newQueue(client redis.UniversalClient) *queue {
+	q := &queue{client: client}
 	_, single := client.(*redis.Client)
-	p.combine.Store(single)
-	return p
+	q.combine.Store(single)
+	return q
 }
 
 // do sends calls (a decision's: one script call, or several in one
@@ -71,64 +72,83 @@ func newPipeliner(client redis.UniversalClient) *pipeliner {
 // its reply, or with ctx's error if ctx ends first. Calls sent at once run
 // on the caller's goroutine when inline, else on a goroutine of their own
 // (see Store.inline).
-func (p *pipeliner) do(ctx context.Context, calls []*call, inline bool) error {
-	p.mu.Lock()
-	if p.flying >= maxFlying {
-		for _, c := range calls {
-			c.done = make(chan struct{})
-		}
-		p.queue = append(p.queue, calls...)
-		p.mu.Unlock()
-		return waitAll(ctx, calls)
-	}
-	p.flying++
-	p.mu.Unlock()
+func (q *queue) do(ctx context.Context, calls []*call, inline bool) error {
 	if !inline {
-		for _, c := range calls {
-			c.done = make(chan struct{})
-		}
-		go p.flush(slices.Clone(calls)) // flush reuses its batch's array
+		q.start(calls)
 		return waitAll(ctx, calls)
 	}
-	runCalls(ctx, p.client, calls)
-	if batch := p.next(); batch != nil {
-		go p.flush(batch)
+	q.mu.Lock()
+	if q.flying >= maxFlying {
+		q.enqueue(calls)
+		q.mu.Unlock()
+		return waitAll(ctx, calls)
+	}
+	q.flying++
+	q.mu.Unlock()
+	runCalls(ctx, q.client, calls)
+	if batch := q.next(); batch != nil {
+		go q.flush(batch)
 	}
 	return nil
 }
 
-// next takes the queued calls, or marks the pipeliner idle if there are
-// none.
-func (p *pipeliner) next() []*call {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.queue) == 0 {
-		p.flying--
+// start sends calls on a goroutine of their own, or queues them, and
+// returns at once: their done channels close when they have their
+// replies.
+func (q *queue) start(calls []*call) {
+	q.mu.Lock()
+	if q.flying >= maxFlying {
+		q.enqueue(calls)
+		q.mu.Unlock()
+		return
+	}
+	q.flying++
+	q.mu.Unlock()
+	for _, c := range calls {
+		c.done = make(chan struct{})
+	}
+	go q.flush(slices.Clone(calls)) // flush reuses its batch's array
+}
+
+// enqueue adds calls to the next batch; q.mu is held.
+func (q *queue) enqueue(calls []*call) {
+	for _, c := range calls {
+		c.done = make(chan struct{})
+	}
+	q.waiting = append(q.waiting, calls...)
+}
+
+// next takes the queued calls, or marks the queue idle if there are none.
+func (q *queue) next() []*call {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.waiting) == 0 {
+		q.flying--
 		return nil
 	}
-	batch := p.queue
-	p.queue, p.spare = p.spare[:0], nil
+	batch := q.waiting
+	q.waiting, q.spare = q.spare[:0], nil
 	return batch
 }
 
 // flush sends batches until the queue is empty.
-func (p *pipeliner) flush(batch []*call) {
+func (q *queue) flush(batch []*call) {
 	for batch != nil {
 		if len(batch) == 1 {
-			batch[0].run(batch[0].ctx, p.client)
+			batch[0].run(batch[0].ctx, q.client)
 		} else {
-			if runBatch(context.Background(), p.client, batch, p.combine.Load()) {
-				p.combine.Store(false)
+			if runBatch(context.Background(), q.client, batch, q.combine.Load()) {
+				q.combine.Store(false)
 			}
 		}
 		for i, c := range batch {
 			close(c.done)
 			batch[i] = nil
 		}
-		p.mu.Lock()
-		p.spare = batch[:0]
-		p.mu.Unlock()
-		batch = p.next()
+		q.mu.Lock()
+		q.spare = batch[:0]
+		q.mu.Unlock()
+		batch = q.next()
 	}
 }
 

@@ -110,8 +110,10 @@ func WithClock(now func() time.Time) Option {
 // each exactly as alone; a cluster client sends each in a call of its
 // own, since different callers' keys live in different slots (as does a
 // *redis.Client of a cluster node, from the first batch that the node
-// refuses with CROSSSLOT; its calls are sent again, alone). Off, each
-// decision is its own round trip on its own pooled connection.
+// refuses with CROSSSLOT; its calls are sent again, alone). Over a
+// cluster client, decisions are queued and batched per master, so that a
+// master down or hung holds up only the decisions on its own keys. Off,
+// each decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
 		s.pipeliner = nil

@@ -22,6 +22,9 @@
 //   - Writes refused, out of memory under noeviction (OOM) or by a
 //     replica (READONLY), under mixed load: every request gets its own
 //     answer, pipelined or not; no drained key is allowed.
+//   - One master of a 3-master Cluster killed or paused: the calls on the
+//     other masters' keys, by Allow and DecideAll, meet their deadlines;
+//     the test logs their p99 and the dead keys' time to fail.
 //   - Redis stalled for longer than the client's ReadTimeout, under
 //     go-redis's default retries: no script runs more than once.
 //
