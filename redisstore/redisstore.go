@@ -315,6 +315,9 @@ func (s *Store) Reset(ctx context.Context, key string, spec *driver.ValidSpec) e
 	if _, err := scriptOf(spec); err != nil {
 		return err
 	}
+	if err := driver.CheckKey(key); err != nil {
+		return err
+	}
 	if err := s.breaker.check(); err != nil {
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}

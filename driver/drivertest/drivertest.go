@@ -73,6 +73,7 @@ var cases = []struct {
 	{"AllScenario", (*suite).testAllScenario},
 	{"AllSharesStateByName", (*suite).testAllSharesStateByName},
 	{"InvalidInput", (*suite).testTokenBucketInvalidInput},
+	{"StoreChecksInput", (*suite).testStoreChecksInput},
 	{"SlidingWindowLogClockStepBack", (*suite).testSlidingWindowLogClockStepBack},
 	{"ClockStepBack", (*suite).testClockStepBack},
 	{"TimeOutOfRange", (*suite).testTimeOutOfRange},
