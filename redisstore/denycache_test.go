@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -224,5 +225,45 @@ func TestDenyCacheDifferentLimitsUnderOneName(t *testing.T) {
 	}
 	if cached.DenyCacheHits() != 1 {
 		t.Errorf("DenyCacheHits = %d once the denial ran out, want still 1", cached.DenyCacheHits())
+	}
+}
+
+// TestDenyCacheKeepsOptionalInterfaces: a store with a deny cache still
+// decides several keys at once, from Redis and never from the cache,
+// which cannot answer for a batch; and, if it charges and refunds, a
+// refund, which adds allowance, is never hidden by a cached denial.
+func TestDenyCacheKeepsOptionalInterfaces(t *testing.T) {
+	client := redistest.Client(t)
+	var store ratekeeper.Store = redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithDenyCache(100))
+	lim, _ := ratekeeper.New(store, ratekeeper.FixedWindow{Limit: 2, Window: time.Hour})
+	spec := lim.Spec()
+	ctx := context.Background()
+	for range 3 { // the third is denied, and cached
+		lim.Allow(ctx, "k")
+	}
+	multi, ok := store.(driver.MultiDecider)
+	if !ok {
+		t.Fatal("a store with a deny cache is no driver.MultiDecider")
+	}
+	ds, err := multi.DecideAll(ctx, []driver.Request{{Key: "k", Spec: spec, N: 1}, {Key: "other", Spec: spec, N: 1}})
+	if err != nil || len(ds) != 2 || ds[0].Allowed || !ds[1].Allowed {
+		t.Fatalf("DecideAll = %+v, %v; want k denied, the batch denied", ds, err)
+	}
+	if hits := store.(*redisstore.Store).DenyCacheHits(); hits != 0 {
+		t.Errorf("DenyCacheHits = %d after a DecideAll, want 0", hits)
+	}
+	charger, ok := store.(driver.Charger)
+	if !ok {
+		t.Log("redisstore does not charge nor refund: nothing more to check")
+		return
+	}
+	if _, err := lim.Allow(ctx, "k"); err != nil { // denied from the cache
+		t.Fatal(err)
+	}
+	if _, err := charger.Refund(ctx, "k", spec, 1); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Errorf("Allow after a refund of 1 = %+v, %v; want allowed", res, err)
 	}
 }
