@@ -156,3 +156,28 @@ func TestFromXDSEmpty(t *testing.T) {
 		t.Errorf("domains %v", c.Domains())
 	}
 }
+
+// TestFromXDSStrings checks that keys and values that mean something
+// else in YAML reach the configuration as the strings they are.
+func TestFromXDSStrings(t *testing.T) {
+	for _, s := range []string{"yes", "~", "null", "0x10", "1e3", "08", "a: b", "- x", "#x", "&a", "*a", "!!int 1",
+		"<<", "\t tab", "line\nbreak", "日本", `"quoted"`, "'single'", "{}", "[1]", "trailing "} {
+		c, err := FromXDS([]*rlsconfv3.RateLimitConfig{{Name: s, Domain: s, Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: s, Value: s, RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_SECOND, 1)},
+			{Key: "k", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: s, RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_HOUR, 2)}}},
+		}}})
+		if err != nil {
+			t.Errorf("%q: %v", s, err)
+			continue
+		}
+		if r := c.Lookup(s, []Entry{{s, s}}); r == nil || r.Limits[0].RequestsPerUnit != 1 {
+			t.Errorf("%q: Lookup of key and value: %+v", s, r)
+		}
+		if r := c.Lookup(s, []Entry{{"k", "v"}, {s, "any"}}); r == nil || r.Limits[0].RequestsPerUnit != 2 {
+			t.Errorf("%q: Lookup of the nested key: %+v", s, r)
+		}
+		if w := c.Warnings(); len(w) > 0 {
+			t.Errorf("%q: warnings %v", s, w)
+		}
+	}
+}
