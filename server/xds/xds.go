@@ -227,11 +227,11 @@ func streamErr(st adsStream, err error) error {
 // handle applies one push and answers it: an ACK, or a NACK with the
 // reason.
 func (c *Client) handle(ctx context.Context, st adsStream, resp *discoveryv3.DiscoveryResponse) error {
-	defer c.receivedOnce.Do(func() { close(c.received) })
 	if resp.GetTypeUrl() != TypeURL {
 		c.opts.Logger.Warn("xDS: ignored a push of another type", "type", resp.GetTypeUrl())
 		return nil
 	}
+	defer c.receivedOnce.Do(func() { close(c.received) })
 	cfg, err := decode(resp.GetResources())
 	if err == nil {
 		err = c.opts.Apply(cfg)
