@@ -98,28 +98,53 @@ func checkWindow(s *driver.Spec) (int64, error) {
 }
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
-// State: v[0] the count, v[1] the start of the window. Params.Rate is 1
-// for windows aligned to the epoch.
+// State: v[0] the count, above Limit by a debt, v[1] the start of the
+// window. Params.Rate is 1 for windows aligned to the epoch.
 func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
-	limit, aligned, window := p.Capacity, p.Rate, p.Interval
-	count, start := int64(0), now
+	limit := p.Capacity
+	count, start := fixedWindowAt(p, st, now)
+	need := want(n)
+	allowed := count+need <= limit
+	var capped bool
+	switch {
+	case mode == driver.Charge:
+		// The debt lasts as long as the window: the next starts afresh.
+		count, capped = chargeCount(count, n, limit)
+		st.Live, st.V[0], st.V[1] = true, count, start
+		need = 1
+	case mode == driver.Refund:
+		if st.Live && count > 0 {
+			count = max(count-n, 0)
+			st.V[0], st.V[1] = count, start
+			if count == 0 {
+				*st = state{}
+			}
+		}
+		need = 1
+		allowed = count+need <= limit
+	case allowed && mode == driver.Take:
+		count += n
+		st.Live, st.V[0], st.V[1] = true, count, start
+	}
+	var retryAfter, resetAfter int64
+	if !allowed {
+		retryAfter = start + p.Interval - now // the next window admits any cost up to Limit
+	}
+	if count > 0 {
+		resetAfter = start + p.Interval - now
+	}
+	return outcome{Allowed: allowed, Remaining: (limit - count) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
+}
+
+// fixedWindowAt returns the count and the start of the window at now.
+func fixedWindowAt(p driver.Params, st *state, now int64) (count, start int64) {
+	aligned, window := p.Rate, p.Interval
+	count, start = 0, now
 	if aligned == 1 {
 		start = now - now%window
 	}
 	if st.Live && now < st.V[1]+window { // or the clock is behind its start
 		count, start = st.V[0], st.V[1]
 	}
-	allowed := count+want(n) <= limit
-	if allowed && mode == driver.Take {
-		count += n
-		st.Live, st.V[0], st.V[1] = true, count, start
-	}
-	var retryAfter, resetAfter int64
-	if !allowed {
-		retryAfter = start + window - now // the next window admits any cost up to Limit
-	}
-	if count > 0 {
-		resetAfter = start + window - now
-	}
-	return outcome{Allowed: allowed, Remaining: (limit - count) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
+	return count, start
 }

@@ -82,24 +82,84 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
 // A clock gone back puts it further ahead of now: a longer wait, never
-// more allowance.
+// more allowance. Beyond now + Burst·interval, it is in debt.
 func stepGCRA(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
-	interval, burst := p.Interval, p.Capacity
-	tat := now
-	if st.Live && st.V[0] > now {
-		tat = st.V[0]
+	switch mode {
+	case driver.Charge:
+		return chargeGCRA(p, st, now, n)
+	case driver.Refund:
+		return refundGCRA(p, st, now, n)
 	}
-	tolerance := burst * interval
+	interval := p.Interval
+	tat := gcraAt(st, now)
 	next := tat + want(n)*interval
-	allowed := next-now <= tolerance
+	allowed := next-now <= p.Capacity*interval
 	if allowed && mode == driver.Take {
 		tat = next
 		st.Live, st.V[0] = true, tat
 	}
+	return gcraOutcome(p, now, tat, next, allowed)
+}
+
+// gcraAt returns the theoretical arrival time at now.
+func gcraAt(st *state, now int64) int64 {
+	if st.Live && st.V[0] > now {
+		return st.V[0]
+	}
+	return now
+}
+
+// gcraOutcome is the Outcome at theoretical arrival time tat of a request
+// that would move it to next. Remaining is below zero by a debt (or while
+// a clock gone back keeps tat further ahead).
+func gcraOutcome(p driver.Params, now, tat, next int64, allowed bool) outcome {
+	interval, tolerance := p.Interval, p.Capacity*p.Interval
 	var retryAfter int64
 	if !allowed {
 		retryAfter = next - tolerance - now
 	}
-	remaining := max(tolerance-(tat-now), 0) / interval
+	// At most gcraMaxDebt below zero: a clock gone back may put tat
+	// further ahead than any debt.
+	remaining := max(floorDiv(tolerance-(tat-now), interval), -gcraMaxDebt(p))
 	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: tat - now}
+}
+
+// gcraMaxDebt is the largest debt of a GCRA key, in requests: what it
+// repays in MaxPeriod, at most MaxLimit. The theoretical arrival time
+// stays within now + Window + MaxPeriod, below 2^53.
+func gcraMaxDebt(p driver.Params) int64 {
+	return min(maxPeriodMicros/p.Interval, MaxLimit)
+}
+
+// chargeGCRA moves the theoretical arrival time n intervals on whether or
+// not they fit, up to gcraMaxDebt intervals beyond the burst; never back.
+func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
+	interval := p.Interval
+	tat := gcraAt(st, now)
+	next := tat + n*interval
+	allowed := next-now <= p.Capacity*interval
+	most := now + (p.Capacity+gcraMaxDebt(p))*interval
+	capped := next > most
+	if capped {
+		next = max(tat, most)
+	}
+	st.Live, st.V[0] = true, next
+	o := gcraOutcome(p, now, next, next+interval, allowed)
+	o.Capped = capped
+	return o
+}
+
+// refundGCRA moves the theoretical arrival time up to n intervals back,
+// never before now, where the key is fresh and forgotten.
+func refundGCRA(p driver.Params, st *state, now, n int64) outcome {
+	tat := gcraAt(st, now)
+	if tat > now {
+		tat = max(tat-n*p.Interval, now)
+		st.V[0] = tat
+		if tat == now {
+			*st = state{}
+		}
+	}
+	next := tat + p.Interval
+	return gcraOutcome(p, now, tat, next, next-now <= p.Capacity*p.Interval)
 }

@@ -143,32 +143,129 @@ func checkLeakyBucket(s *driver.Spec) (int64, error) {
 // and rate ticks drain each microsecond. State: v[0] the time the bucket
 // is empty, in µs, rounded up; v[1] the ticks it was rounded up by, below
 // rate. Like GCRA's, the state is a time, so a key outlives a change of
-// LeakRate (it is misread by less than a microsecond).
+// LeakRate (it is misread by less than a microsecond). A level above
+// capacity holds a debt.
 func stepLeakyBucket(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
-	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
-	empty, spare := now, int64(0)
-	if st.Live && st.V[0] > now {
-		empty, spare = st.V[0], min(st.V[1], rate-1)
+	switch mode {
+	case driver.Charge:
+		return chargeLeakyBucket(p, st, now, n)
+	case driver.Refund:
+		return refundLeakyBucket(p, st, now, n)
 	}
-	wait := empty - now // the level is wait·rate − spare ticks
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	empty, spare := leakyAt(p, st, now)
 	need := want(n) * unit
 	// The level leaves room for need once wait <= fits.
 	fits := (capacity - need + spare) / rate
-	allowed := wait <= fits
+	allowed := empty-now <= fits
 	if allowed && mode == driver.Take {
 		// need − spare > −rate: the bucket empties step µs later.
 		step := ceilDiv(need-spare+rate, rate) - 1
 		empty, spare = empty+step, step*rate-(need-spare)
-		wait = empty - now
 		st.Live, st.V[0], st.V[1] = true, empty, spare
 	}
+	return leakyOutcome(p, empty-now, spare, fits, allowed)
+}
+
+// leakyAt returns the time the bucket is empty and its spare ticks.
+func leakyAt(p driver.Params, st *state, now int64) (empty, spare int64) {
+	if st.Live && st.V[0] > now {
+		return st.V[0], min(st.V[1], p.Rate-1)
+	}
+	return now, 0
+}
+
+// leakyOutcome is the Outcome of a bucket that empties in wait µs, with
+// spare ticks, for a request that fits once wait <= fits.
+func leakyOutcome(p driver.Params, wait, spare, fits int64, allowed bool) outcome {
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
 	var retryAfter int64
 	if !allowed {
 		retryAfter = wait - fits
 	}
-	var room int64 // capacity − level, in ticks, when the level fits
-	if wait <= (capacity+spare)/rate {
-		room = capacity - (wait*rate - spare)
+	var remaining int64
+	if wait <= (capacity+spare)/rate { // the level fits: capacity − level ticks
+		remaining = mulDiv(capacity-(wait*rate-spare), driver.Unit, unit)
+	} else {
+		// In debt, at most leakyMaxDebt (a clock gone back may put the
+		// level higher than any debt).
+		remaining = max((capacity/unit)*driver.Unit-leakyHeld(p, wait, spare, driver.Unit), -leakyMaxDebt(p)*driver.Unit)
 	}
-	return outcome{Allowed: allowed, Remaining: mulDiv(room, driver.Unit, unit), RetryAfter: retryAfter, ResetAfter: wait}
+	return outcome{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: wait}
+}
+
+// leakyHeld returns ⌈level·scale/unit⌉ for the level of a bucket that
+// empties in wait µs with spare ticks, wait·rate − spare, which may pass
+// 2^53: the requests it holds, rounded up, at scale 1, or in millionths.
+func leakyHeld(p driver.Params, wait, spare, scale int64) int64 {
+	rate, unit := p.Rate, p.Cost
+	q, r := mulDivRem(rate, wait, unit) // wait·rate = q·unit + r
+	q = min(q, 1<<40)                   // only for a clock gone back decades
+	if r >= spare {
+		d, e := mulDivRem(scale, r-spare, unit)
+		if e > 0 {
+			d++
+		}
+		return q*scale + d
+	}
+	d, _ := mulDivRem(scale, spare-r, unit)
+	return q*scale - d
+}
+
+// leakyMaxDebt is the largest debt of a leaky bucket, in requests: what
+// it drains in MaxPeriod, at most MaxLimit. Its level then drains within
+// Window + MaxPeriod, so its times stay below 2^53, and every step of the
+// scripts' long divisions below 2^53.
+func leakyMaxDebt(p driver.Params) int64 {
+	q, _ := mulDivRem(p.Rate, maxPeriodMicros, p.Cost)
+	return min(q, MaxLimit)
+}
+
+// chargeLeakyBucket pours n requests whether or not they fit, up to
+// leakyMaxDebt requests beyond capacity.
+func chargeLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	limit := capacity / unit
+	empty, spare := leakyAt(p, st, now)
+	wait := empty - now
+	allowed := n <= limit && wait <= (capacity-n*unit+spare)/rate
+	pour := max(min(n, limit+leakyMaxDebt(p)-leakyHeld(p, wait, spare, 1)), 0)
+	// pour·unit = q·rate + r: the bucket empties q or q+1 µs later.
+	q, r := mulDivRem(pour, unit, rate)
+	if r > spare {
+		empty, spare = empty+q+1, rate-r+spare
+	} else {
+		empty, spare = empty+q, spare-r
+	}
+	if pour > 0 {
+		st.Live, st.V[0], st.V[1] = true, empty, spare
+	}
+	o := leakyOutcome(p, empty-now, spare, (capacity-unit+spare)/rate, allowed)
+	o.Capped = pour < n
+	return o
+}
+
+// refundLeakyBucket drains up to n requests from the bucket at once; an
+// empty bucket is a fresh one, and its key is forgotten.
+func refundLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	empty, spare := leakyAt(p, st, now)
+	if empty > now {
+		if n >= leakyHeld(p, empty-now, spare, 1) {
+			empty, spare = now, 0
+		} else {
+			// n·unit = q·rate + r: the bucket empties q or q+1 µs sooner.
+			q, r := mulDivRem(n, unit, rate)
+			empty, spare = empty-q, spare+r
+			if spare >= rate {
+				empty, spare = empty-1, spare-rate
+			}
+		}
+		st.V[0], st.V[1] = empty, spare
+		if empty <= now {
+			*st = state{}
+		}
+	}
+	fits := (capacity - unit + spare) / rate
+	return leakyOutcome(p, empty-now, spare, fits, empty-now <= fits)
 }

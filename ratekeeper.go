@@ -70,8 +70,9 @@ type Result struct {
 	Limit int64
 	// Remaining is what is left after this decision, in requests of cost
 	// 1: a request of any cost up to Remaining would pass now, and one of
-	// more would not. TokenBucket and LeakyBucket hold fractions and
-	// report them, to the millionth, rounded down: a token bucket
+	// more would not; below zero by the debt of a key that a Charge took
+	// more from than it held. TokenBucket and LeakyBucket hold fractions
+	// and report them, to the millionth, rounded down: a token bucket
 	// refilling 0.1 token per interval reports 0.3, never 0. GCRA,
 	// FixedWindow, SlidingWindowLog and SlidingWindowCounter report whole
 	// requests: GCRA and SlidingWindowCounter round down what they hold
@@ -86,6 +87,10 @@ type Result struct {
 	// Parts holds, for an All, every policy's own Result, in the order
 	// given to All; nil otherwise.
 	Parts []Result
+	// Capped reports a Charge that met the largest debt its policy can
+	// hold (for an All, any of its policies): the cost was taken up to
+	// that bound, and the rest of it was not counted. See Limiter.Charge.
+	Capped bool
 }
 
 // Store decides requests for a Limiter and keeps the state of its keys:
@@ -115,6 +120,9 @@ func ResultOf(spec *driver.ValidSpec, d driver.Decision) (Result, error) {
 	res := parts[d.Binding]
 	res.ResetAfter = time.Duration(d.ResetAfter) * time.Microsecond
 	res.Parts = parts
+	for _, p := range parts {
+		res.Capped = res.Capped || p.Capped
+	}
 	return res, nil
 }
 
@@ -128,6 +136,7 @@ func resultOf(spec *driver.ValidSpec, o driver.Outcome) Result {
 		Remaining:  float64(o.Remaining) / driver.Unit,
 		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
 		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
+		Capped:     o.Capped,
 	}
 }
 

@@ -44,8 +44,9 @@ func init() {
 // stepSlidingWindowCounter is the model that redisstore's
 // sliding_window_counter.lua keeps. State: v[0] the start of the current
 // window (a multiple of Window), v[1] the previous window's count, v[2] the
-// current window's. The estimate at offset r into the window is
-// prev·(Window−r)/Window + curr, compared exactly in integers.
+// current window's; a count above Limit holds a debt. The estimate at
+// offset r into the window is prev·(Window−r)/Window + curr, compared
+// exactly in integers.
 func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	limit, window := p.Capacity, p.Interval
 	start := now - now%window
@@ -65,27 +66,33 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	weighted := prev - mulDiv(prev, r, window)
 	room := limit - curr - need
 	allowed := room >= 0 && weighted <= room
-	if allowed && mode == driver.Take {
+	var capped bool
+	switch {
+	case mode == driver.Charge:
+		curr, capped = chargeCount(curr, n, limit)
+		st.Live, st.V = true, [3]int64{start, prev, curr}
+		need = 1
+	case mode == driver.Refund:
+		if prev+curr > 0 {
+			// The current window's count first, then the previous one's.
+			back := min(n, curr)
+			curr -= back
+			prev = max(prev-(n-back), 0)
+			weighted = prev - mulDiv(prev, r, window)
+			st.V = [3]int64{start, prev, curr}
+			if prev+curr == 0 {
+				*st = state{}
+			}
+		}
+		need = 1
+		allowed = limit-curr-need >= 0 && weighted <= limit-curr-need
+	case allowed && mode == driver.Take:
 		curr += n
 		st.Live, st.V = true, [3]int64{start, prev, curr}
 	}
 	var retryAfter, resetAfter int64
 	if !allowed {
-		// The first offset at which prev's weight fits in room, if it comes
-		// in this window; else the first in the next, where curr is prev.
-		at := window
-		if room >= 0 {
-			at = window - mulDiv(room, window, prev)
-		}
-		if at < window {
-			retryAfter = start + at - now
-		} else {
-			at = 0
-			if spare := limit - need; curr > spare {
-				at = window - mulDiv(spare, window, curr)
-			}
-			retryAfter = start + window + at - now
-		}
+		retryAfter = slidingCounterRetry(limit, window, start, now, prev, curr, need)
 	}
 	switch {
 	case curr > 0:
@@ -93,5 +100,26 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	case prev > 0:
 		resetAfter = start + window - now
 	}
-	return outcome{Allowed: allowed, Remaining: max(limit-curr-weighted, 0) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
+	// Below zero by a debt (or while a clock gone back weighs prev more).
+	remaining := limit - curr - weighted
+	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
+}
+
+// slidingCounterRetry is the time until a request of cost need could pass.
+func slidingCounterRetry(limit, window, start, now, prev, curr, need int64) int64 {
+	room := limit - curr - need
+	// The first offset at which prev's weight fits in room, if it comes
+	// in this window; else the first in the next, where curr is prev.
+	at := window
+	if room >= 0 {
+		at = window - mulDiv(room, window, prev)
+	}
+	if at < window {
+		return start + at - now
+	}
+	at = 0
+	if spare := limit - need; curr > spare {
+		at = window - mulDiv(spare, window, curr)
+	}
+	return start + window + at - now
 }

@@ -112,24 +112,47 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, mode driver.
 	}
 	need := want(n)
 	allowed := used+need <= limit
-	if allowed && mode == driver.Take {
+	var capped bool
+	switch {
+	case mode == driver.Refund:
+		log = refundLog(log, gone, n)
+		kept = log[gone:]
+		used = max(used-n, 0)
+		if len(log) == 0 {
+			*st = state{}
+		} else {
+			*logp = log
+		}
+		need = 1
+		allowed = used+need <= limit
+	case mode == driver.Charge || allowed && mode == driver.Take:
+		take := n
+		if mode == driver.Charge {
+			// Up to the debt's bound; a log of Limit entries adds to its
+			// newest, so that it never holds more than Limit entries.
+			take = max(min(n, limit+windowMaxDebt-used), 0)
+			capped, need = take < n, 1
+		}
 		if logp == nil {
 			logp = new(logEntries)
 			st.More = logp
 		}
-		if last := len(log) - 1; last >= 0 && log[last].at >= now {
-			// The same microsecond, or the clock went back: one entry, so
-			// that entries stay in time order.
-			log[last].cost += n
-		} else {
+		switch last := len(log) - 1; {
+		case take == 0:
+		case last >= 0 && (log[last].at >= now || len(kept) >= int(limit)):
+			// The same microsecond, or the clock went back, or a log in
+			// debt: one entry, so that entries stay in time order.
+			log[last].at = max(log[last].at, now)
+			log[last].cost += take
+		default:
 			var start int64
 			if last >= 0 {
 				start = (log[last].start + log[last].cost) % logSpan
 			}
-			log = append(log, logEntry{now, start, n})
+			log = append(log, logEntry{now, start, take})
 		}
 		kept = log[gone:]
-		used += n
+		used += take
 		*logp, st.Live = log, true
 	}
 	var retryAfter, resetAfter int64
@@ -144,5 +167,20 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, mode driver.
 	if len(kept) > 0 {
 		resetAfter = kept[len(kept)-1].at + window - now
 	}
-	return outcome{Allowed: allowed, Remaining: (limit - used) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter}
+	return outcome{Allowed: allowed, Remaining: (limit - used) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
+}
+
+// refundLog takes n units back from the newest entries of log still in
+// the window (from gone on): an entry left with no cost goes.
+func refundLog(log []logEntry, gone int, n int64) []logEntry {
+	for n > 0 && len(log) > gone {
+		last := &log[len(log)-1]
+		if last.cost > n {
+			last.cost -= n
+			break
+		}
+		n -= last.cost
+		log = log[:len(log)-1]
+	}
+	return log
 }

@@ -89,10 +89,30 @@ func checkTokenBucket(s *driver.Spec) (int64, error) {
 }
 
 // stepTokenBucket is the model that redisstore's token_bucket.lua keeps.
-// State: v[0] tokens in millionths, v[1] the time of the last refill step.
+// State: v[0] tokens in millionths, below zero by a debt, v[1] the time of
+// the last refill step.
 func stepTokenBucket(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
+	switch mode {
+	case driver.Charge:
+		return chargeTokenBucket(p, st, now, n)
+	case driver.Refund:
+		return refundTokenBucket(p, st, now, n)
+	}
+	tokens, last := tokenBucketAt(p, st, now)
+	need := want(n) * unit
+	allowed := tokens >= need
+	if allowed && mode == driver.Take {
+		tokens -= need
+		st.Live, st.V[0], st.V[1] = true, tokens, last
+	}
+	return tokenBucketOutcome(p, now, tokens, last, need, allowed)
+}
+
+// tokenBucketAt returns the bucket's tokens and the time of its last
+// refill step at now.
+func tokenBucketAt(p driver.Params, st *state, now int64) (tokens, last int64) {
 	capacity, rate, interval := p.Capacity, p.Rate, p.Interval
-	tokens, last := capacity, now
+	tokens, last = capacity, now
 	if st.Live {
 		tokens, last = st.V[0], st.V[1]
 		if now > last { // no refill while the clock goes back
@@ -109,12 +129,13 @@ func stepTokenBucket(p driver.Params, st *state, now, n int64, mode driver.Mode)
 			tokens, last = capacity, now
 		}
 	}
-	need := want(n) * unit
-	allowed := tokens >= need
-	if allowed && mode == driver.Take {
-		tokens -= need
-		st.Live, st.V[0], st.V[1] = true, tokens, last
-	}
+	return tokens, last
+}
+
+// tokenBucketOutcome is the Outcome of a bucket of tokens refilled last,
+// for a request of need millionths.
+func tokenBucketOutcome(p driver.Params, now, tokens, last, need int64, allowed bool) outcome {
+	capacity, rate, interval := p.Capacity, p.Rate, p.Interval
 	var retryAfter, resetAfter int64
 	if !allowed {
 		retryAfter = last + ceilDiv(need-tokens, rate)*interval - now
@@ -123,4 +144,46 @@ func stepTokenBucket(p driver.Params, st *state, now, n int64, mode driver.Mode)
 		resetAfter = last + ceilDiv(capacity-tokens, rate)*interval - now
 	}
 	return outcome{Allowed: allowed, Remaining: tokens, RetryAfter: retryAfter, ResetAfter: resetAfter}
+}
+
+// tokenBucketMaxDebt is the largest debt of a bucket, in tokens: what it
+// refills in MaxPeriod, at most MaxLimit. Its tokens stay above
+// −MaxLimit·10^6, so capacity − tokens stays below 2^51, and it is full
+// again within Window + MaxPeriod, so every time stays below 2^53.
+func tokenBucketMaxDebt(p driver.Params) int64 {
+	steps := maxPeriodMicros / p.Interval
+	if steps >= ceilDiv(MaxLimit*unit, p.Rate) {
+		return MaxLimit
+	}
+	return steps * p.Rate / unit // below 2·10^15: exact in a double
+}
+
+// chargeTokenBucket takes n tokens whether or not they are there, down to
+// −tokenBucketMaxDebt.
+func chargeTokenBucket(p driver.Params, st *state, now, n int64) outcome {
+	tokens, last := tokenBucketAt(p, st, now)
+	need := n * unit
+	allowed := tokens >= need
+	floor := min(-tokenBucketMaxDebt(p)*unit, tokens)
+	capped := tokens-need < floor
+	tokens = max(tokens-need, floor)
+	st.Live, st.V[0], st.V[1] = true, tokens, last
+	o := tokenBucketOutcome(p, now, tokens, last, unit, allowed)
+	o.Allowed, o.Capped = allowed, capped
+	return o
+}
+
+// refundTokenBucket gives back up to n tokens, never beyond capacity; a
+// full bucket is a fresh one, and its key is forgotten.
+func refundTokenBucket(p driver.Params, st *state, now, n int64) outcome {
+	tokens, last := tokenBucketAt(p, st, now)
+	if st.Live {
+		tokens = min(tokens+n*unit, p.Capacity)
+		if tokens == p.Capacity {
+			*st, last = state{}, now
+		} else {
+			st.V[0], st.V[1] = tokens, last
+		}
+	}
+	return tokenBucketOutcome(p, now, tokens, last, unit, tokens >= unit)
 }

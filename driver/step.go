@@ -26,7 +26,7 @@ func (st *State) Clone() State {
 
 // Outcome is one policy's decision in its integer units: Remaining in
 // millionths (Unit), RetryAfter and ResetAfter in microseconds. A struct
-// of four words, it passes through calls in registers.
+// of five words, it passes through calls in registers.
 type Outcome struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool
@@ -38,6 +38,9 @@ type Outcome struct {
 	// ResetAfter is the time until the state is full again, in
 	// microseconds.
 	ResetAfter int64
+	// Capped reports a Charge that met the largest debt the policy holds:
+	// it took its cost up to that bound, and no more.
+	Capped bool
 }
 
 // The models run through two entry points, one per case: Step decides
@@ -55,15 +58,15 @@ type Outcome struct {
 
 // Step runs the model of v, a spec other than an All, on st: it decides a
 // request of cost n (0 peeks: it answers for a cost of 1) at time now, in
-// microseconds since the Unix epoch, as mode says. A Take of n = 0 is a
-// Check. It returns the zero Outcome for an All, whose parts' states are
+// microseconds since the Unix epoch, as mode says. n = 0 is a Check in
+// every mode; Charge and Refund assume n <= MaxLimit. It returns the zero Outcome for an All, whose parts' states are
 // apart (see Decide).
 func (v *ValidSpec) Step(st *State, now, n int64, mode Mode) Outcome {
 	if v.alg == nil {
 		return Outcome{}
 	}
-	if n == 0 && mode == Take {
-		mode = Check
+	if n == 0 {
+		mode = Check // a peek, in every mode
 	}
 	return v.alg.Step(v.spec.Params, st, now, n, mode)
 }

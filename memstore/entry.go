@@ -30,18 +30,26 @@ type slot struct {
 	state   driver.State
 }
 
-// step runs spec's model on the slot's state at now, a state past its
-// expiry being full again (the same as a fresh key's), and moves the
+// step runs spec's model in mode on the slot's state at now, a state past
+// its expiry being full again (the same as a fresh key's), and moves the
 // expiry when the request took. It returns the model's Outcome.
-func (sl *slot) step(spec *driver.ValidSpec, now, n int64) driver.Outcome {
+func (sl *slot) step(spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Outcome {
 	if now >= sl.expires {
 		sl.state = driver.State{}
 	}
-	o := spec.Step(&sl.state, now, n, driver.Take)
-	if o.Allowed && n > 0 {
+	o := spec.Step(&sl.state, now, n, mode)
+	if took(mode, o.Allowed, n) {
 		sl.expires = now + o.ResetAfter
 	}
 	return o
+}
+
+// took reports whether a decision in mode took from its state, which then
+// lasts longer. A refund only brings the state's expiry closer: keeping
+// the later one changes no decision, and keeps Store's lower bounds of
+// expiries true.
+func took(mode driver.Mode, allowed bool, n int64) bool {
+	return n > 0 && (mode == driver.Charge || mode == driver.Take && allowed)
 }
 
 // dead reports whether e was removed from the store. e.mu is held.
@@ -120,8 +128,9 @@ func (e *entry) exactExpires() int64 {
 	return e.soonest
 }
 
-// decideAll runs an All's model on e's slots of its parts. e.mu is held.
-func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) driver.Decision {
+// decideAll runs an All's model in mode on e's slots of its parts. e.mu
+// is held.
+func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Decision {
 	var fresh [driver.MaxParts]driver.State // for the parts e has no slot for
 	var sts [driver.MaxParts]*driver.State
 	var slots [driver.MaxParts]*slot
@@ -137,8 +146,8 @@ func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64) driver.Decision 
 		}
 		slots[i], sts[i] = sl, &sl.state
 	}
-	res := spec.Decide(sts[:parts], now, n, driver.Take)
-	if !res.Allowed || n == 0 {
+	res := spec.Decide(sts[:parts], now, n, mode)
+	if !took(mode, res.Allowed, n) {
 		return res
 	}
 	for i := range parts {

@@ -159,34 +159,39 @@ func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n 
 	if err := driver.CheckTime(now); err != nil {
 		return driver.Decision{}, fmt.Errorf("memstore: %w", err)
 	}
+	return s.decideMode(key, spec, now, n, driver.Take), nil
+}
+
+// decideMode is Decide in mode, at now, the input checked.
+func (s *Store) decideMode(key string, spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Decision {
 	if spec.IsAll() {
-		return s.decideAll(key, spec, now, n), nil
+		return s.decideAll(key, spec, now, n, mode)
 	}
 	// Here the common case, a key with a state under spec; the others in
 	// decide.
 	if e := s.load(key); e != nil {
 		e.mu.Lock()
 		if sl := e.find(spec.StateID()); sl != nil { // a dead entry has no slot
-			o := sl.step(spec, now, n)
+			o := sl.step(spec, now, n, mode)
 			e.mu.Unlock()
-			return driver.Decision{Outcome: o}, nil
+			return driver.Decision{Outcome: o}
 		}
 		e.mu.Unlock()
 	}
-	return s.decide(key, spec, now, n), nil
+	return s.decide(key, spec, now, n, mode)
 }
 
 // decide is Decide for the other cases: a new key, a key new to the
 // policy, or an entry that turned out dead.
-func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) driver.Decision {
+func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Decision {
 	p := spec.StateID()
 	for {
 		e := s.load(key)
 		if e == nil {
 			var st driver.State
-			o := spec.Step(&st, now, n, driver.Take)
+			o := spec.Step(&st, now, n, mode)
 			res := driver.Decision{Outcome: o}
-			if !o.Allowed || n == 0 {
+			if !took(mode, o.Allowed, n) {
 				return res // a fresh key keeps nothing that it did not take
 			}
 			e = &entry{key: key}
@@ -206,8 +211,8 @@ func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) driver.
 		if added {
 			sl = &slot{policy: p} // kept if it takes
 		}
-		o := sl.step(spec, now, n)
-		if added && o.Allowed && n > 0 {
+		o := sl.step(spec, now, n, mode)
+		if added && took(mode, o.Allowed, n) {
 			e.add(*sl)
 		}
 		e.mu.Unlock()
@@ -217,7 +222,7 @@ func (s *Store) decide(key string, spec *driver.ValidSpec, now, n int64) driver.
 
 // decideAll decides for every policy of an All at once, under the lock of
 // the key's entry, which holds all their states.
-func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) driver.Decision {
+func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Decision {
 	parts := spec.NumParts()
 	for {
 		e := s.load(key)
@@ -227,8 +232,8 @@ func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) driv
 			for i := range parts {
 				sts[i] = &states[i]
 			}
-			res := spec.Decide(sts[:parts], now, n, driver.Take)
-			if !res.Allowed || n == 0 {
+			res := spec.Decide(sts[:parts], now, n, mode)
+			if !took(mode, res.Allowed, n) {
 				return res
 			}
 			e = &entry{key: key}
@@ -245,7 +250,7 @@ func (s *Store) decideAll(key string, spec *driver.ValidSpec, now, n int64) driv
 			e.mu.Unlock()
 			continue
 		}
-		res := e.decideAll(spec, now, n)
+		res := e.decideAll(spec, now, n, mode)
 		e.mu.Unlock()
 		return res
 	}

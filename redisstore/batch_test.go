@@ -34,7 +34,7 @@ func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: context.Background()}
+	return &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, driver.Take, sent), ctx: context.Background()}
 }
 
 // TestBatchDecidesLikeSingleCalls sends rounds of requests over a few keys
@@ -172,7 +172,7 @@ func TestGroupCalls(t *testing.T) {
 		if batch := g.script == g.calls[0].alg.batch; batch != (len(g.calls) > 1) {
 			t.Errorf("a group of %d calls: batch script %t", len(g.calls), batch)
 		}
-		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*6 {
+		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*7 {
 			t.Errorf("a group of %d calls has %d ARGV", len(g.calls), len(g.args))
 		}
 	}

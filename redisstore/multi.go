@@ -115,7 +115,7 @@ func (s *Store) multiGroups(reqs []driver.Request, sent time.Time, bySlot bool) 
 			}
 		}
 		if g == len(groups) {
-			groups = append(groups, multiGroup{call: &call{alg: allScript, args: s.allArgs(len(reqs), sent)}})
+			groups = append(groups, multiGroup{call: &call{alg: allScript, args: s.allArgs(len(reqs), driver.Take, sent)}})
 		}
 		mg := &groups[g]
 		mg.reqs = append(mg.reqs, i)

@@ -323,10 +323,10 @@ func groupCalls(batch []*call, combine bool) []group {
 			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args})
 			continue
 		}
-		// ARGV: the slack, then each call's cost, time and parameters
-		// (batch.lua).
+		// ARGV: the slack, then each call's cost, time, parameters and
+		// mode (batch.lua).
 		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
-			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*6)}
+			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*7)}
 		g.args = append(g.args, calls[0].args[2])
 		for i, c := range calls {
 			g.keys[i] = c.keys[0]

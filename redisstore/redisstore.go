@@ -186,6 +186,11 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 	if err != nil {
 		return driver.Decision{}, err
 	}
+	return s.decide(ctx, alg, key, spec, n, driver.Take)
+}
+
+// decide runs alg's script for key in mode, the input checked.
+func (s *Store) decide(ctx context.Context, alg *algorithm, key string, spec *driver.ValidSpec, n int64, mode driver.Mode) (driver.Decision, error) {
 	var sent time.Time // local time, for the deny cache
 	if s.denies != nil || s.now != nil {
 		sent = s.clock()
@@ -196,7 +201,7 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 		}
 	}
 	var gen uint64 // the deny cache's generation before the call
-	if s.denies != nil {
+	if s.denies != nil && mode == driver.Take {
 		res, g, ok := s.denies.lookup(spec, key, n, sent)
 		if ok {
 			return res, nil
@@ -206,8 +211,8 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 	if err := s.breaker.check(); err != nil {
 		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
-	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, sent), ctx: ctx}
-	err = s.send(ctx, []*call{c})
+	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, mode, sent), ctx: ctx}
+	err := s.send(ctx, []*call{c})
 	if err == nil {
 		err = c.err
 	}
@@ -216,7 +221,13 @@ func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, 
 		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	res, err := parseReply(spec, c.reply)
-	if err == nil && !res.Allowed && s.denies != nil {
+	switch {
+	case s.denies == nil:
+	case mode != driver.Take:
+		// A refund adds allowance, and a charge makes a cached denial
+		// too short: after the call, failed or not, as Reset does.
+		s.denies.forget(spec, key)
+	case err == nil && !res.Allowed:
 		s.denies.remember(spec, key, n, sent, res, gen)
 	}
 	return res, err
@@ -265,16 +276,16 @@ func (s *Store) send(ctx context.Context, calls []*call) error {
 }
 
 // args are the script's ARGV: for one policy, the cost, the time or ""
-// for the server's clock, the expiry slack, then the parameters; for an
-// All (all.lua), the time and the slack, then each policy's algorithm,
-// cost and parameters.
-func (s *Store) args(spec *driver.ValidSpec, n int64, sent time.Time) []any {
+// for the server's clock, the expiry slack, the parameters, then the mode;
+// for an All (all.lua), the time, the slack and the mode, then each
+// policy's algorithm, cost and parameters.
+func (s *Store) args(spec *driver.ValidSpec, n int64, mode driver.Mode, sent time.Time) []any {
 	if spec.IsAll() {
-		return s.appendParts(s.allArgs(spec.NumParts(), sent), spec, n)
+		return s.appendParts(s.allArgs(spec.NumParts(), mode, sent), spec, n)
 	}
 	now, slack := s.clockArgs(sent)
 	p := spec.Params()
-	return []any{n, now, slack, p.Capacity, p.Rate, p.Interval, p.Cost}
+	return []any{n, now, slack, p.Capacity, p.Rate, p.Interval, p.Cost, int(mode)}
 }
 
 // clockArgs are the time the scripts decide at, "" for the server's clock,
@@ -288,9 +299,9 @@ func (s *Store) clockArgs(sent time.Time) (now any, slack int) {
 
 // allArgs begins all.lua's ARGV, with room for the given number of
 // policies.
-func (s *Store) allArgs(policies int, sent time.Time) []any {
+func (s *Store) allArgs(policies int, mode driver.Mode, sent time.Time) []any {
 	now, slack := s.clockArgs(sent)
-	return append(make([]any, 0, 2+6*policies), now, slack)
+	return append(make([]any, 0, 3+6*policies), now, slack, int(mode))
 }
 
 // appendParts appends to all.lua's ARGV each policy of spec (an All's
@@ -357,13 +368,19 @@ func parseOutcomes(reply any, out []driver.Outcome) error {
 	var v [4]int64
 	for i := range out {
 		for j := range v {
-			// Every value is an integer in [0, 2^53): anything else did
-			// not come from these scripts.
-			if v[j], ok = fields[4*i+j].(int64); !ok || v[j] < 0 || v[j] >= 1<<53 {
+			// Every value is an integer in [0, 2^53), allowed at most 2
+			// (a charge met the debt's bound), and remaining above
+			// −2^53 (a debt): anything else did not come from these
+			// scripts.
+			low := int64(0)
+			if j == 1 {
+				low = -(1<<53 - 1)
+			}
+			if v[j], ok = fields[4*i+j].(int64); !ok || v[j] < low || v[j] >= 1<<53 || j == 0 && v[j] > 2 {
 				return fmt.Errorf("%w: %v", errReply, reply)
 			}
 		}
-		out[i] = driver.Outcome{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}
+		out[i] = driver.Outcome{Allowed: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3], Capped: v[0] == 2}
 	}
 	return nil
 }

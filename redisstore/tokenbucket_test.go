@@ -221,7 +221,7 @@ func TestTokenBucketMalformedValues(t *testing.T) {
 	testutil.WantResult(t, "Peek on an empty bucket", res, err, false, 0)
 
 	for _, value := range []string{
-		"abc", "", "0", "1000000", ":" + now, "1000000:", "-1000000:" + now, "1000000:-" + now,
+		"abc", "", "0", "1000000", ":" + now, "1000000:", "--1000000:" + now, "1000000:-" + now,
 		"1000000:" + now + ":1", " 1000000:" + now, "1e6:" + now, "1000000:1.9e15",
 		"9007199254740992:" + now, "1000000:9007199254740992", // not below 2^53
 	} {

@@ -5,27 +5,35 @@
 -- KEYS[i]  the state of the i-th part
 -- ARGV[1]  now in microseconds, or "" to read the server's clock
 -- ARGV[2]  milliseconds added to every expiry
--- ARGV[3…] six values per part: its algorithm's name, its cost n in whole
+-- ARGV[3]  the mode: 1 take; 2 charge and 3 refund, which charge or
+--          refund every part, each on its own
+-- ARGV[4…] six values per part: its algorithm's name, its cost n in whole
 --          requests (0 peeks), capacity, rate, interval and cost
 -- Returns the four integers of every part, in order.
 
 local now, err = clock(ARGV[1])
 if not now then return err end
-local slack = ARGV[2] + 0
+local slack, mode = ARGV[2] + 0, ARGV[3] + 0
 
--- decide decides part i; with take, it consumes the part's cost if allowed.
-local function decide(i, take)
-  local at = 6 * i - 3
-  return algorithms[ARGV[at]](KEYS[i], take, ARGV[at + 1] + 0, now, slack,
+-- decide decides part i in mode m (0 check, 1 take, 2 charge, 3 refund).
+local function decide(i, m)
+  local at = 6 * i - 2
+  return run(ARGV[at], m, KEYS[i], ARGV[at + 1] + 0, now, slack,
     ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
 end
 
 -- takes reports whether part i has a cost to take: a peek only decides.
-local function takes(i) return ARGV[6 * i - 2] ~= '0' end
+local function takes(i) return ARGV[6 * i - 1] ~= '0' end
 
 -- set writes part i's four integers into into.
 local function set(into, i, a, r, t, z)
   into[4 * i - 3], into[4 * i - 2], into[4 * i - 1], into[4 * i] = a, r, t, z
+end
+
+local out, allowed = {}, true
+if mode == 2 or mode == 3 then
+  for i = 1, #KEYS do set(out, i, decide(i, mode)) end
+  return out
 end
 
 local shared, seen = false, {}
@@ -34,18 +42,17 @@ for i = 1, #KEYS do
   seen[KEYS[i]] = true
 end
 
-local out, allowed = {}, true
 if not shared then
   -- First decide without taking: a part that denies leaves the others
   -- untouched. Then take from all, if all allow.
   for i = 1, #KEYS do
-    local a, r, t, z = decide(i, false)
+    local a, r, t, z = decide(i, 0)
     set(out, i, a, r, t, z)
     allowed = allowed and (a == 1 or not takes(i))
   end
   if not allowed then return out end
   for i = 1, #KEYS do
-    if takes(i) then set(out, i, decide(i, true)) end
+    if takes(i) then set(out, i, decide(i, 1)) end
   end
   return out
 end
@@ -61,10 +68,10 @@ for i = 1, #KEYS do
     saved[key] = {redis.call('DUMP', key), redis.call('PTTL', key)}
     order[#order + 1] = key
   end
-  local a, r, t, z = decide(i, false)
+  local a, r, t, z = decide(i, 0)
   set(peeks, i, a, r, t, z)
   if a == 1 and takes(i) then
-    set(out, i, decide(i, true))
+    set(out, i, decide(i, 1))
   else
     set(out, i, a, r, t, z)
     allowed = allowed and (a == 1 or not takes(i))

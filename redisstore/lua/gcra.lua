@@ -1,25 +1,76 @@
 -- GCRA; the model is ratekeeper's gcra.go.
--- key holds the theoretical arrival time (µs), an integer string.
+-- key holds the theoretical arrival time (µs), an integer string; beyond
+-- now + burst * interval, it holds a debt.
 -- Parameters: burst (capacity), emission interval (µs).
+
+-- gcra_max_debt is the largest debt: what the key repays in MaxPeriod (10
+-- years), at most MaxLimit (10^9) requests.
+local function gcra_max_debt(interval)
+  return math.min(math.floor(315360000000000 / interval), 1000000000)
+end
+
+-- gcra_at returns the theoretical arrival time at now.
+local function gcra_at(key, now)
+  local tat = decode(redis.call('GET', key), 1)
+  if not tat or tat < now then tat = now end
+  return tat
+end
+
+-- gcra_outcome is the answer at tat for a request that would move it to
+-- next_tat; remaining is below zero by a debt.
+local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  local tolerance = burst * interval
+  local retry_after = 0
+  if allowed == 0 then retry_after = next_tat - tolerance - now end
+  -- Below zero by a debt, at most gcra_max_debt (or while a clock gone
+  -- back keeps tat further ahead).
+  local remaining = math.max(math.floor((tolerance - (tat - now)) / interval), -gcra_max_debt(interval))
+  return allowed, remaining * 1000000, retry_after, tat - now
+end
+
+-- gcra_set writes tat, to expire when it is reached.
+local function gcra_set(key, tat, now, slack)
+  redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+end
 
 function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
   local need = n
   if need == 0 then need = 1 end
-  local tat = decode(redis.call('GET', key), 1)
-  if not tat or tat < now then tat = now end
-  local tolerance = burst * interval
+  local tat = gcra_at(key, now)
   local next_tat = tat + need * interval
   local allowed = 0
-  if next_tat - now <= tolerance then
+  if next_tat - now <= burst * interval then
     allowed = 1
     if take then
       tat = next_tat
-      redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+      gcra_set(key, tat, now, slack)
     end
   end
-  local retry_after = 0
-  if allowed == 0 then retry_after = next_tat - tolerance - now end
-  local room = tolerance - (tat - now)
-  if room < 0 then room = 0 end
-  return allowed, math.floor(room / interval) * 1000000, retry_after, tat - now
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+end
+
+function charges.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  local next_tat = tat + n * interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  local most = now + (burst + gcra_max_debt(interval)) * interval
+  local capped = next_tat > most
+  if capped then next_tat = math.max(tat, most) end
+  gcra_set(key, next_tat, now, slack)
+  local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
+  if capped then a = 2 end
+  return a, r, t, z
+end
+
+function refunds.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  if tat > now then
+    tat = math.max(tat - n * interval, now)
+    if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
+  end
+  local next_tat = tat + interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
 end

@@ -2,6 +2,7 @@
 
 -- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
 -- 2^53: long division over the bits of a keeps every term below 2^52.
+-- Also the remainder, a * b - floor(a * b / c) * c.
 local function muldiv(a, b, c)
   local whole = math.floor(b / c)
   local frac = b - whole * c
@@ -14,5 +15,5 @@ local function muldiv(a, b, c)
       if r >= c then q, r = q + 1, r - c end
     end
   end
-  return a * whole + q
+  return a * whole + q, r
 end

@@ -4,10 +4,10 @@
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
 -- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
-local _, decide = next(algorithms)
-local n = ARGV[1] + 0
+local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
-return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
+return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}

@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,10 +78,22 @@ local function clock(t)
   return t + 0
 end
 
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
+
 -- Prepended, after lib.lua, to the scripts that need it.
 
 -- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
 -- 2^53: long division over the bits of a keeps every term below 2^52.
+-- Also the remainder, a * b - floor(a * b / c) * c.
 local function muldiv(a, b, c)
   local whole = math.floor(b / c)
   local frac = b - whole * c
@@ -84,99 +106,205 @@ local function muldiv(a, b, c)
       if r >= c then q, r = q + 1, r - c end
     end
   end
-  return a * whole + q
+  return a * whole + q, r
 end
 
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
--- key holds "<count>:<start of the window, µs>"; a key that lost its
--- expiry is repaired once its window is over. Parameters: limit, aligned
--- (1 for windows aligned to the epoch, else 0), window (µs).
+-- key holds "<count, above limit by a debt>:<start of the window, µs>"; a
+-- key that lost its expiry is repaired once its window is over.
+-- Parameters: limit, aligned (1 for windows aligned to the epoch, else 0),
+-- window (µs).
 
-function algorithms.fixed_window(key, take, n, now, slack, limit, aligned, window)
-  local need = n
-  if need == 0 then need = 1 end
+-- fw_at returns the count and the start of the window at now.
+local function fw_at(key, now, aligned, window)
   local count, start = 0, now
   if aligned == 1 then start = now - now % window end
   local c, s = decode(redis.call('GET', key), 2)
   if c and now < s + window then count, start = c, s end -- or the clock is behind its start
-  local allowed = 0
-  if count + need <= limit then
-    allowed = 1
-    if take then
-      count = count + n
-      redis.call('SET', key, string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
-    end
+  return count, start
+end
+
+-- fw_outcome is the answer for a request of cost need.
+local function fw_outcome(count, start, need, now, limit, window)
+  local allowed, retry_after, reset_after = 1, 0, 0
+  if count + need > limit then
+    allowed, retry_after = 0, start + window - now -- the next window admits any cost up to Limit
   end
-  local retry_after, reset_after = 0, 0
-  if allowed == 0 then retry_after = start + window - now end
   if count > 0 then reset_after = start + window - now end
   return allowed, (limit - count) * 1000000, retry_after, reset_after
 end
 
+-- fw_set writes the count, to expire at the window's end.
+local function fw_set(key, count, start, now, slack, window)
+  redis.call('SET', key, string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
+end
+
+function algorithms.fixed_window(key, take, n, now, slack, limit, aligned, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local count, start = fw_at(key, now, aligned, window)
+  if take and count + n <= limit then
+    count = count + n
+    fw_set(key, count, start, now, slack, window)
+    return fw_outcome(count, start, 0, now, limit, window)
+  end
+  return fw_outcome(count, start, need, now, limit, window)
+end
+
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, which the
+-- window forgets at its end.
+function charges.fixed_window(key, n, now, slack, limit, aligned, window)
+  local count, start = fw_at(key, now, aligned, window)
+  local fitted = count + n <= limit
+  local most = math.max(limit + 1000000000, count)
+  local capped = count + n > most
+  if capped then count = most else count = count + n end
+  fw_set(key, count, start, now, slack, window)
+  local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
+  if fitted then a, t = 1, 0 elseif capped then a = 2 else a = 0 end
+  return a, r, t, z
+end
+
+function refunds.fixed_window(key, n, now, slack, limit, aligned, window)
+  local count, start = fw_at(key, now, aligned, window)
+  if count > 0 then
+    count = math.max(count - n, 0)
+    if count == 0 then redis.call('DEL', key) else fw_set(key, count, start, now, slack, window) end
+  end
+  return fw_outcome(count, start, 1, now, limit, window)
+end
+
 -- GCRA; the model is ratekeeper's gcra.go.
--- key holds the theoretical arrival time (µs), an integer string.
+-- key holds the theoretical arrival time (µs), an integer string; beyond
+-- now + burst * interval, it holds a debt.
 -- Parameters: burst (capacity), emission interval (µs).
+
+-- gcra_max_debt is the largest debt: what the key repays in MaxPeriod (10
+-- years), at most MaxLimit (10^9) requests.
+local function gcra_max_debt(interval)
+  return math.min(math.floor(315360000000000 / interval), 1000000000)
+end
+
+-- gcra_at returns the theoretical arrival time at now.
+local function gcra_at(key, now)
+  local tat = decode(redis.call('GET', key), 1)
+  if not tat or tat < now then tat = now end
+  return tat
+end
+
+-- gcra_outcome is the answer at tat for a request that would move it to
+-- next_tat; remaining is below zero by a debt.
+local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  local tolerance = burst * interval
+  local retry_after = 0
+  if allowed == 0 then retry_after = next_tat - tolerance - now end
+  -- Below zero by a debt, at most gcra_max_debt (or while a clock gone
+  -- back keeps tat further ahead).
+  local remaining = math.max(math.floor((tolerance - (tat - now)) / interval), -gcra_max_debt(interval))
+  return allowed, remaining * 1000000, retry_after, tat - now
+end
+
+-- gcra_set writes tat, to expire when it is reached.
+local function gcra_set(key, tat, now, slack)
+  redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+end
 
 function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
   local need = n
   if need == 0 then need = 1 end
-  local tat = decode(redis.call('GET', key), 1)
-  if not tat or tat < now then tat = now end
-  local tolerance = burst * interval
+  local tat = gcra_at(key, now)
   local next_tat = tat + need * interval
   local allowed = 0
-  if next_tat - now <= tolerance then
+  if next_tat - now <= burst * interval then
     allowed = 1
     if take then
       tat = next_tat
-      redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+      gcra_set(key, tat, now, slack)
     end
   end
-  local retry_after = 0
-  if allowed == 0 then retry_after = next_tat - tolerance - now end
-  local room = tolerance - (tat - now)
-  if room < 0 then room = 0 end
-  return allowed, math.floor(room / interval) * 1000000, retry_after, tat - now
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+end
+
+function charges.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  local next_tat = tat + n * interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  local most = now + (burst + gcra_max_debt(interval)) * interval
+  local capped = next_tat > most
+  if capped then next_tat = math.max(tat, most) end
+  gcra_set(key, next_tat, now, slack)
+  local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
+  if capped then a = 2 end
+  return a, r, t, z
+end
+
+function refunds.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  if tat > now then
+    tat = math.max(tat - n * interval, now)
+    if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
+  end
+  local next_tat = tat + interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
 end
 
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
 -- The level is the drain time left, in ticks: a request pours unit ticks,
 -- and rate ticks drain each µs. key holds "<time the bucket is empty,
--- µs, rounded up>:<the ticks it was rounded up by>".
+-- µs, rounded up>:<the ticks it was rounded up by>"; a level above
+-- capacity holds a debt.
 -- Parameters: capacity (ticks), rate (ticks per µs), and cost: unit,
 -- the ticks per request.
 
-function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
-  local need = n
-  if need == 0 then need = 1 end
-  local empty, spare = now, 0
+-- lb_at returns the time the bucket is empty and its spare ticks.
+local function lb_at(key, now, rate)
   local e, s = decode(redis.call('GET', key), 2)
   if e and e > now then
-    empty, spare = e, s
-    if spare > rate - 1 then spare = rate - 1 end
+    if s > rate - 1 then s = rate - 1 end
+    return e, s
   end
-  local wait = empty - now -- the level is wait * rate - spare ticks
-  local cost = need * unit
-  -- The level leaves room for cost once wait <= fits.
-  local fits = math.floor((capacity - cost + spare) / rate)
-  local allowed = 0
-  if wait <= fits then
-    allowed = 1
-    if take then
-      -- cost - spare > -rate: the bucket empties step µs later.
-      local step = math.ceil((cost - spare) / rate)
-      empty, spare = empty + step, step * rate - (cost - spare)
-      wait = empty - now
-      redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil(wait / 1000) + slack)
-    end
+  return now, 0
+end
+
+-- lb_held returns ceil(level * scale / unit) for the level of a bucket
+-- that empties in wait µs with spare ticks, wait * rate - spare, which
+-- may pass 2^53: the requests it holds, rounded up, at scale 1 or in
+-- millionths.
+local function lb_held(wait, spare, scale, rate, unit)
+  local q, r = muldiv(rate, wait, unit) -- wait * rate = q * unit + r
+  if q > 1099511627776 then q = 1099511627776 end -- 2^40: only for a clock gone back decades
+  if r >= spare then
+    local d, e = muldiv(scale, r - spare, unit)
+    if e > 0 then d = d + 1 end
+    return q * scale + d
   end
+  return q * scale - muldiv(scale, spare - r, unit)
+end
+
+-- lb_max_debt is the largest debt: what the bucket drains in MaxPeriod
+-- (10 years), at most MaxLimit (10^9) requests.
+local function lb_max_debt(rate, unit)
+  return math.min(muldiv(rate, 315360000000000, unit), 1000000000)
+end
+
+-- lb_outcome is the answer for a bucket that empties in wait µs, with
+-- spare ticks, for a request that fits once wait <= fits.
+local function lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
   local retry_after = 0
   if allowed == 0 then retry_after = wait - fits end
-  -- capacity - level, in ticks, when the level fits; then in millionths
-  -- of a request, rounded down: whole requests, and six digits of long
-  -- division (r < unit <= 2^49, so r * 10 stays below 2^53).
-  local room = 0
-  if wait <= math.floor((capacity + spare) / rate) then room = capacity - (wait * rate - spare) end
+  if wait > math.floor((capacity + spare) / rate) then
+    -- In debt, at most lb_max_debt (a clock gone back may put the level
+    -- higher than any debt).
+    local remaining = (capacity / unit) * 1000000 - lb_held(wait, spare, 1000000, rate, unit)
+    return allowed, math.max(remaining, -lb_max_debt(rate, unit) * 1000000), retry_after, wait
+  end
+  -- capacity - level, in ticks; then in millionths of a request, rounded
+  -- down: whole requests, and six digits of long division (r < unit <=
+  -- 2^49, so r * 10 stays below 2^53).
+  local room = capacity - (wait * rate - spare)
   local whole = math.floor(room / unit)
   local r, frac = room - whole * unit, 0
   for _ = 1, 6 do
@@ -187,13 +315,78 @@ function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, un
   return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
--- Sliding window counter; the model is ratekeeper's slidingcounter.go.
--- key holds "<start of the current window, µs>:<previous count>:<current
--- count>". Parameters: limit, window (µs).
+-- lb_set writes the bucket, to expire when empty.
+local function lb_set(key, empty, spare, now, slack)
+  redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil((empty - now) / 1000) + slack)
+end
 
-function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
+function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
   local need = n
   if need == 0 then need = 1 end
+  local empty, spare = lb_at(key, now, rate)
+  local cost = need * unit
+  -- The level leaves room for cost once wait <= fits.
+  local fits = math.floor((capacity - cost + spare) / rate)
+  local allowed = 0
+  if empty - now <= fits then
+    allowed = 1
+    if take then
+      -- cost - spare > -rate: the bucket empties step µs later.
+      local step = math.ceil((cost - spare) / rate)
+      empty, spare = empty + step, step * rate - (cost - spare)
+      lb_set(key, empty, spare, now, slack)
+    end
+  end
+  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+end
+
+function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  local limit = capacity / unit
+  local empty, spare = lb_at(key, now, rate)
+  local wait = empty - now
+  local allowed = 0
+  if n <= limit and wait <= math.floor((capacity - n * unit + spare) / rate) then allowed = 1 end
+  local pour = math.max(math.min(n, limit + lb_max_debt(rate, unit) - lb_held(wait, spare, 1, rate, unit)), 0)
+  -- pour * unit = q * rate + r: the bucket empties q or q + 1 µs later.
+  local q, r = muldiv(pour, unit, rate)
+  if r > spare then
+    empty, spare = empty + q + 1, rate - r + spare
+  else
+    empty, spare = empty + q, spare - r
+  end
+  if pour > 0 then lb_set(key, empty, spare, now, slack) end
+  local a, rem, t, z = lb_outcome(allowed, empty - now, spare, math.floor((capacity - unit + spare) / rate), capacity, rate, unit)
+  if pour < n then a = 2 end
+  return a, rem, t, z
+end
+
+-- A refund drains up to n requests at once.
+function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  local empty, spare = lb_at(key, now, rate)
+  if empty > now then
+    if n >= lb_held(empty - now, spare, 1, rate, unit) then
+      empty, spare = now, 0
+    else
+      -- n * unit = q * rate + r: the bucket empties q or q + 1 µs sooner.
+      local q, r = muldiv(n, unit, rate)
+      empty, spare = empty - q, spare + r
+      if spare >= rate then empty, spare = empty - 1, spare - rate end
+    end
+    if empty <= now then redis.call('DEL', key) else lb_set(key, empty, spare, now, slack) end
+  end
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local allowed = 0
+  if empty - now <= fits then allowed = 1 end
+  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+end
+
+-- Sliding window counter; the model is ratekeeper's slidingcounter.go.
+-- key holds "<start of the current window, µs>:<previous count>:<current
+-- count>", counts above limit holding a debt. Parameters: limit, window
+-- (µs).
+
+-- swc_at returns the start of the window at now and the two counts.
+local function swc_at(key, now, window)
   local start = math.floor(now / window) * window
   local prev, curr = 0, 0
   local s, p, c = decode(redis.call('GET', key), 3)
@@ -204,20 +397,26 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
       prev = c
     end
   end
+  return start, prev, curr
+end
+
+-- swc_weight is ceil(prev * (window - r) / window): the previous window's
+-- weight at offset r, rounded up, which is exact for comparing with whole
+-- requests.
+local function swc_weight(prev, now, start, window)
   local r = now - start
   if r < 0 then r = 0 end
-  -- ceil(prev * (window - r) / window): the previous window's weight.
-  local weighted = prev - muldiv(prev, r, window)
-  local room = limit - curr - need
-  local allowed = 0
-  if room >= 0 and weighted <= room then
-    allowed = 1
-    if take then curr = curr + n end
-  end
+  return prev - muldiv(prev, r, window)
+end
+
+-- swc_outcome is the answer for a request of cost need; remaining is
+-- below zero by a debt.
+local function swc_outcome(allowed, start, prev, curr, weighted, need, now, limit, window)
   local retry_after, reset_after = 0, 0
   if allowed == 0 then
     -- The first offset at which prev's weight fits in room, if it comes in
     -- this window; else the first in the next, where curr is prev.
+    local room = limit - curr - need
     local at = window
     if room >= 0 then at = window - muldiv(room, window, prev) end
     if at < window then
@@ -234,12 +433,62 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
   elseif prev > 0 then
     reset_after = start + window - now
   end
-  if allowed == 1 and take then
-    redis.call('SET', key, string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
+  return allowed, (limit - curr - weighted) * 1000000, retry_after, reset_after
+end
+
+-- swc_fits reports (1 or 0) whether a request of cost need fits.
+local function swc_fits(curr, weighted, need, limit)
+  local room = limit - curr - need
+  if room >= 0 and weighted <= room then return 1 end
+  return 0
+end
+
+-- swc_set writes the counts, to expire when both have left.
+local function swc_set(key, start, prev, curr, reset_after, slack)
+  redis.call('SET', key, string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
+end
+
+function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local start, prev, curr = swc_at(key, now, window)
+  local weighted = swc_weight(prev, now, start, window)
+  local allowed = swc_fits(curr, weighted, need, limit)
+  if allowed == 1 and take then curr = curr + n end
+  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, need, now, limit, window)
+  if allowed == 1 and take then swc_set(key, start, prev, curr, z, slack) end
+  return a, r, t, z
+end
+
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, so that
+-- every count stays below 2^31, as muldiv needs; repaid within two
+-- windows.
+function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
+  local start, prev, curr = swc_at(key, now, window)
+  local weighted = swc_weight(prev, now, start, window)
+  local allowed = swc_fits(curr, weighted, n, limit)
+  local most = math.max(limit + 1000000000, curr)
+  local capped = curr + n > most
+  if capped then curr = most else curr = curr + n end
+  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, 1, now, limit, window)
+  swc_set(key, start, prev, curr, z, slack)
+  if capped then a = 2 end
+  return a, r, t, z
+end
+
+-- A refund takes from the current window's count first, then from the
+-- previous one's.
+function refunds.sliding_window_counter(key, n, now, slack, limit, _, window)
+  local start, prev, curr = swc_at(key, now, window)
+  if prev + curr > 0 then
+    local back = math.min(n, curr)
+    curr = curr - back
+    prev = math.max(prev - (n - back), 0)
   end
-  local remaining = limit - curr - weighted
-  if remaining < 0 then remaining = 0 end
-  return allowed, remaining * 1000000, retry_after, reset_after
+  local weighted = swc_weight(prev, now, start, window)
+  local a, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
+  if prev + curr > 0 then swc_set(key, start, prev, curr, z, slack) elseif z == 0 then redis.call('DEL', key) end
+  return a, r, t, z
 end
 
 -- Sliding window log; the model is ratekeeper's slidinglog.go.
@@ -249,7 +498,8 @@ end
 -- modulo span, so the cost in the window is read from the oldest entry
 -- and the newest. Every entry costs at least 1, so a key holds at most
 -- limit entries: a call adds an entry only when none is out of the window,
--- and drops at least one otherwise.
+-- and drops at least one otherwise; a charge into a window of limit
+-- entries adds to the newest.
 -- Parameters: limit, window (µs).
 
 local span = 1000000000000000 -- 10^15
@@ -271,12 +521,12 @@ local function log_up_to(first_start, start, cost)
   return (start + cost - first_start) % span
 end
 
-function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
-  local need = n
-  if need == 0 then need = 1 end
-  -- Drop the entries out of the window, at most log_drop of them, so that
-  -- no call does much more work than another: any left over lie before
-  -- rank first, count for nothing, and go in the calls that follow.
+-- log_at drops the entries out of the window, at most log_drop of them,
+-- so that no call does much more work than another: any left over lie
+-- before rank first, count for nothing, and go in the calls that follow.
+-- It returns first, the oldest entry in the window and the newest (nil if
+-- none), and the cost in the window.
+local function log_at(key, now, window)
   local first = redis.call('ZCOUNT', key, '-inf', now - window)
   local dropped = math.min(first, log_drop)
   if dropped > 0 then redis.call('ZREMRANGEBYRANK', key, 0, dropped - 1) end
@@ -291,38 +541,57 @@ function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, windo
   end
   local used = 0 -- the cost in the window
   if first_at then used = log_up_to(first_start, last_start, last_cost) end
+  return first, first_at, first_start, last_at, last_start, last_cost, used
+end
+
+-- log_retry waits until enough of the oldest entries have left: the
+-- first that covers the excess with those before it. It is at most the
+-- excess-th, as every entry costs at least 1: a binary search over ranks
+-- finds it in at most log2(excess) + 1 reads.
+local function log_retry(key, first, first_at, first_start, excess, now, window)
+  local lo, hi, at = first, first + excess - 1, nil
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local t, s, c = log_entry(key, mid)
+    if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
+  end
+  if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
+  return at + window - now
+end
+
+-- log_add adds cost at now: to the newest entry when it is at now or
+-- later (the clock went back) or merge is set, else as a new entry. It
+-- returns the newest entry's time, and whether it added to it.
+local function log_add(key, last_at, last_start, last_cost, cost, now, merge)
+  if last_at and (last_at >= now or merge) then
+    redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
+    last_cost = last_cost + cost
+    if last_at < now then last_at = now end
+    redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+    return last_at, true
+  end
+  if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
+  redis.call('ZADD', key, now, string.format('%d+%d', last_start, cost))
+  return now, false
+end
+
+function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
   local allowed = 0
   if used + need <= limit then
     allowed = 1
     if take then
-      if last_at and last_at >= now then
-        -- The same microsecond, or the clock went back: one entry, so
-        -- that entries stay in time order.
-        redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
-        last_cost = last_cost + n
-      else
-        if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
-        last_at, last_cost = now, n
-      end
-      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+      -- The same microsecond, or the clock went back: one entry, so that
+      -- entries stay in time order.
+      last_at = log_add(key, last_at, last_start, last_cost, n, now, false)
       used = used + n
     end
   end
   local retry_after, reset_after = 0, 0
   if allowed == 0 then
-    -- Wait until enough of the oldest entries have left: the first that
-    -- covers the excess with those before it. It is at most the
-    -- excess-th, as every entry costs at least 1: a binary search over
-    -- ranks finds it in at most log2(excess) + 1 reads.
-    local excess = used + need - limit
-    local lo, hi, at = first, first + excess - 1, nil
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      local t, s, c = log_entry(key, mid)
-      if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
-    end
-    if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
-    retry_after = at + window - now
+    retry_after = log_retry(key, first, first_at, first_start, used + need - limit, now, window)
   end
   if last_at then
     reset_after = last_at + window - now
@@ -331,16 +600,77 @@ function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, windo
   return allowed, (limit - used) * 1000000, retry_after, reset_after
 end
 
--- Token bucket; the model is ratekeeper's tokenbucket.go.
--- key holds "<tokens in millionths>:<last, the time (µs) of the last
--- refill step>". Parameters: capacity (millionths), refill rate
--- (millionths per interval), refill interval (µs).
+-- The largest debt: MaxLimit (10^9) units beyond the limit, far below
+-- span; they leave the window with their entries.
+function charges.sliding_window_log(key, n, now, slack, limit, _, window)
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
+  local allowed = 0
+  if used + n <= limit then allowed = 1 end
+  local take = math.max(math.min(n, limit + 1000000000 - used), 0)
+  if take > 0 then
+    -- A window of limit entries adds to its newest, which then counts
+    -- from now: the log never holds more than limit entries.
+    local kept = redis.call('ZCARD', key) - first
+    local merged
+    last_at, merged = log_add(key, last_at, last_start, last_cost, take, now, kept >= limit)
+    used = used + take
+    if kept == 0 then
+      first_at, first_start = last_at, 0
+    elseif kept == 1 and merged then
+      first_at = last_at -- the oldest entry is the newest, moved
+    end
+  end
+  local retry_after = 0
+  if allowed == 0 then
+    retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
+  end
+  local reset_after = 0
+  if last_at then
+    reset_after = last_at + window - now
+    redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack)
+  end
+  if take < n then allowed = 2 end
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
+end
 
-function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, interval)
-  local need = n
-  if need == 0 then need = 1 end
+-- A refund takes its units back from the newest entries in the window.
+function refunds.sliding_window_log(key, n, now, slack, limit, _, window)
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
+  local back = math.min(n, used)
+  used = used - back
+  while back > 0 do
+    local member = string.format('%d+%d', last_start, last_cost)
+    redis.call('ZREM', key, member)
+    if last_cost > back then
+      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost - back))
+      back = 0
+    else
+      back = back - last_cost
+      if back > 0 then last_at, last_start, last_cost = log_entry(key, -1) end
+    end
+  end
+  local allowed, retry_after, reset_after = 1, 0, 0
+  if used > 0 then
+    last_at = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + 0
+    reset_after = last_at + window - now
+    if used + 1 > limit then
+      allowed = 0
+      retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
+    end
+  end
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
+end
+
+-- Token bucket; the model is ratekeeper's tokenbucket.go.
+-- key holds "<tokens in millionths, below zero by a debt>:<last, the time
+-- (µs) of the last refill step>". Parameters: capacity (millionths),
+-- refill rate (millionths per interval), refill interval (µs).
+
+-- tb_at returns the bucket's tokens and the time of its last refill step
+-- at now, and whether the key holds a bucket.
+local function tb_at(key, now, capacity, rate, interval)
   local tokens, last = capacity, now
-  local t, l = decode(redis.call('GET', key), 2)
+  local t, l = decode(redis.call('GET', key), 2, true)
   if t then
     tokens, last = t, l
     if now > last then -- no refill while the clock goes back
@@ -356,13 +686,11 @@ function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, inter
       tokens, last = capacity, now
     end
   end
+  return tokens, last, t ~= nil
+end
 
-  local cost = need * 1000000
-  local allowed = 0
-  if tokens >= cost then
-    allowed = 1
-    if take then tokens = tokens - cost end
-  end
+-- tb_outcome is the answer for a request of cost millionths.
+local function tb_outcome(allowed, tokens, last, cost, now, capacity, rate, interval)
   local retry_after, reset_after = 0, 0
   if allowed == 0 then
     retry_after = last + math.ceil((cost - tokens) / rate) * interval - now
@@ -370,11 +698,66 @@ function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, inter
   if tokens < capacity then
     reset_after = last + math.ceil((capacity - tokens) / rate) * interval - now
   end
-  if allowed == 1 and take then
-    -- Expire when full again: from then on a missing key decides the same.
-    redis.call('SET', key, string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
-  end
   return allowed, tokens, retry_after, reset_after
+end
+
+-- tb_set writes the bucket, to expire when full again: from then on a
+-- missing key decides the same.
+local function tb_set(key, tokens, last, reset_after, slack)
+  redis.call('SET', key, string.format('%d:%d', tokens, last), 'PX', math.ceil(reset_after / 1000) + slack)
+end
+
+function algorithms.token_bucket(key, take, n, now, slack, capacity, rate, interval)
+  local need = n
+  if need == 0 then need = 1 end
+  local tokens, last = tb_at(key, now, capacity, rate, interval)
+  local cost = need * 1000000
+  local allowed = 0
+  if tokens >= cost then
+    allowed = 1
+    if take then tokens = tokens - cost end
+  end
+  local a, r, t, z = tb_outcome(allowed, tokens, last, cost, now, capacity, rate, interval)
+  if allowed == 1 and take then tb_set(key, tokens, last, z, slack) end
+  return a, r, t, z
+end
+
+-- The largest debt, in millionths: what the bucket refills in MaxPeriod
+-- (10 years), at most MaxLimit (10^9) tokens.
+local function tb_max_debt(rate, interval)
+  local steps = math.floor(315360000000000 / interval)
+  if steps >= math.ceil(1000000000000000 / rate) then return 1000000000000000 end
+  return math.floor(steps * rate / 1000000) * 1000000
+end
+
+function charges.token_bucket(key, n, now, slack, capacity, rate, interval)
+  local tokens, last = tb_at(key, now, capacity, rate, interval)
+  local cost = n * 1000000
+  local allowed = 0
+  if tokens >= cost then allowed = 1 end
+  local floor = -tb_max_debt(rate, interval)
+  if tokens < floor then floor = tokens end
+  tokens = tokens - cost
+  if tokens < floor then tokens, allowed = floor, 2 end
+  local a, r, t, z = tb_outcome(allowed == 1 and 1 or 0, tokens, last, 1000000, now, capacity, rate, interval)
+  tb_set(key, tokens, last, z, slack)
+  return allowed, r, t, z
+end
+
+function refunds.token_bucket(key, n, now, slack, capacity, rate, interval)
+  local tokens, last, live = tb_at(key, now, capacity, rate, interval)
+  if live then
+    tokens = tokens + n * 1000000
+    if tokens >= capacity then
+      tokens, last = capacity, now
+      redis.call('DEL', key)
+    end
+  end
+  local allowed = 0
+  if tokens >= 1000000 then allowed = 1 end
+  local a, r, t, z = tb_outcome(allowed, tokens, last, 1000000, now, capacity, rate, interval)
+  if z > 0 then tb_set(key, tokens, last, z, slack) end
+  return a, r, t, z
 end
 
 -- Several policies decided at once, all or nothing: the policies of one
@@ -384,27 +767,35 @@ end
 -- KEYS[i]  the state of the i-th part
 -- ARGV[1]  now in microseconds, or "" to read the server's clock
 -- ARGV[2]  milliseconds added to every expiry
--- ARGV[3…] six values per part: its algorithm's name, its cost n in whole
+-- ARGV[3]  the mode: 1 take; 2 charge and 3 refund, which charge or
+--          refund every part, each on its own
+-- ARGV[4…] six values per part: its algorithm's name, its cost n in whole
 --          requests (0 peeks), capacity, rate, interval and cost
 -- Returns the four integers of every part, in order.
 
 local now, err = clock(ARGV[1])
 if not now then return err end
-local slack = ARGV[2] + 0
+local slack, mode = ARGV[2] + 0, ARGV[3] + 0
 
--- decide decides part i; with take, it consumes the part's cost if allowed.
-local function decide(i, take)
-  local at = 6 * i - 3
-  return algorithms[ARGV[at]](KEYS[i], take, ARGV[at + 1] + 0, now, slack,
+-- decide decides part i in mode m (0 check, 1 take, 2 charge, 3 refund).
+local function decide(i, m)
+  local at = 6 * i - 2
+  return run(ARGV[at], m, KEYS[i], ARGV[at + 1] + 0, now, slack,
     ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
 end
 
 -- takes reports whether part i has a cost to take: a peek only decides.
-local function takes(i) return ARGV[6 * i - 2] ~= '0' end
+local function takes(i) return ARGV[6 * i - 1] ~= '0' end
 
 -- set writes part i's four integers into into.
 local function set(into, i, a, r, t, z)
   into[4 * i - 3], into[4 * i - 2], into[4 * i - 1], into[4 * i] = a, r, t, z
+end
+
+local out, allowed = {}, true
+if mode == 2 or mode == 3 then
+  for i = 1, #KEYS do set(out, i, decide(i, mode)) end
+  return out
 end
 
 local shared, seen = false, {}
@@ -413,18 +804,17 @@ for i = 1, #KEYS do
   seen[KEYS[i]] = true
 end
 
-local out, allowed = {}, true
 if not shared then
   -- First decide without taking: a part that denies leaves the others
   -- untouched. Then take from all, if all allow.
   for i = 1, #KEYS do
-    local a, r, t, z = decide(i, false)
+    local a, r, t, z = decide(i, 0)
     set(out, i, a, r, t, z)
     allowed = allowed and (a == 1 or not takes(i))
   end
   if not allowed then return out end
   for i = 1, #KEYS do
-    if takes(i) then set(out, i, decide(i, true)) end
+    if takes(i) then set(out, i, decide(i, 1)) end
   end
   return out
 end
@@ -440,10 +830,10 @@ for i = 1, #KEYS do
     saved[key] = {redis.call('DUMP', key), redis.call('PTTL', key)}
     order[#order + 1] = key
   end
-  local a, r, t, z = decide(i, false)
+  local a, r, t, z = decide(i, 0)
   set(peeks, i, a, r, t, z)
   if a == 1 and takes(i) then
-    set(out, i, decide(i, true))
+    set(out, i, decide(i, 1))
   else
     set(out, i, a, r, t, z)
     allowed = allowed and (a == 1 or not takes(i))

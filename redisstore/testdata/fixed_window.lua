@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,30 +78,80 @@ local function clock(t)
   return t + 0
 end
 
--- Fixed window; the model is ratekeeper's fixedwindow.go.
--- key holds "<count>:<start of the window, µs>"; a key that lost its
--- expiry is repaired once its window is over. Parameters: limit, aligned
--- (1 for windows aligned to the epoch, else 0), window (µs).
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
 
-function algorithms.fixed_window(key, take, n, now, slack, limit, aligned, window)
-  local need = n
-  if need == 0 then need = 1 end
+-- Fixed window; the model is ratekeeper's fixedwindow.go.
+-- key holds "<count, above limit by a debt>:<start of the window, µs>"; a
+-- key that lost its expiry is repaired once its window is over.
+-- Parameters: limit, aligned (1 for windows aligned to the epoch, else 0),
+-- window (µs).
+
+-- fw_at returns the count and the start of the window at now.
+local function fw_at(key, now, aligned, window)
   local count, start = 0, now
   if aligned == 1 then start = now - now % window end
   local c, s = decode(redis.call('GET', key), 2)
   if c and now < s + window then count, start = c, s end -- or the clock is behind its start
-  local allowed = 0
-  if count + need <= limit then
-    allowed = 1
-    if take then
-      count = count + n
-      redis.call('SET', key, string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
-    end
+  return count, start
+end
+
+-- fw_outcome is the answer for a request of cost need.
+local function fw_outcome(count, start, need, now, limit, window)
+  local allowed, retry_after, reset_after = 1, 0, 0
+  if count + need > limit then
+    allowed, retry_after = 0, start + window - now -- the next window admits any cost up to Limit
   end
-  local retry_after, reset_after = 0, 0
-  if allowed == 0 then retry_after = start + window - now end
   if count > 0 then reset_after = start + window - now end
   return allowed, (limit - count) * 1000000, retry_after, reset_after
+end
+
+-- fw_set writes the count, to expire at the window's end.
+local function fw_set(key, count, start, now, slack, window)
+  redis.call('SET', key, string.format('%d:%d', count, start), 'PX', math.ceil((start + window - now) / 1000) + slack)
+end
+
+function algorithms.fixed_window(key, take, n, now, slack, limit, aligned, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local count, start = fw_at(key, now, aligned, window)
+  if take and count + n <= limit then
+    count = count + n
+    fw_set(key, count, start, now, slack, window)
+    return fw_outcome(count, start, 0, now, limit, window)
+  end
+  return fw_outcome(count, start, need, now, limit, window)
+end
+
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, which the
+-- window forgets at its end.
+function charges.fixed_window(key, n, now, slack, limit, aligned, window)
+  local count, start = fw_at(key, now, aligned, window)
+  local fitted = count + n <= limit
+  local most = math.max(limit + 1000000000, count)
+  local capped = count + n > most
+  if capped then count = most else count = count + n end
+  fw_set(key, count, start, now, slack, window)
+  local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
+  if fitted then a, t = 1, 0 elseif capped then a = 2 else a = 0 end
+  return a, r, t, z
+end
+
+function refunds.fixed_window(key, n, now, slack, limit, aligned, window)
+  local count, start = fw_at(key, now, aligned, window)
+  if count > 0 then
+    count = math.max(count - n, 0)
+    if count == 0 then redis.call('DEL', key) else fw_set(key, count, start, now, slack, window) end
+  end
+  return fw_outcome(count, start, 1, now, limit, window)
 end
 
 -- One request under the one algorithm this script holds.
@@ -100,11 +160,11 @@ end
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
 -- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
-local _, decide = next(algorithms)
-local n = ARGV[1] + 0
+local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
-return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
+return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
 

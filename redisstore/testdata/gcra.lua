@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,30 +78,92 @@ local function clock(t)
   return t + 0
 end
 
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
+
 -- GCRA; the model is ratekeeper's gcra.go.
--- key holds the theoretical arrival time (µs), an integer string.
+-- key holds the theoretical arrival time (µs), an integer string; beyond
+-- now + burst * interval, it holds a debt.
 -- Parameters: burst (capacity), emission interval (µs).
+
+-- gcra_max_debt is the largest debt: what the key repays in MaxPeriod (10
+-- years), at most MaxLimit (10^9) requests.
+local function gcra_max_debt(interval)
+  return math.min(math.floor(315360000000000 / interval), 1000000000)
+end
+
+-- gcra_at returns the theoretical arrival time at now.
+local function gcra_at(key, now)
+  local tat = decode(redis.call('GET', key), 1)
+  if not tat or tat < now then tat = now end
+  return tat
+end
+
+-- gcra_outcome is the answer at tat for a request that would move it to
+-- next_tat; remaining is below zero by a debt.
+local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  local tolerance = burst * interval
+  local retry_after = 0
+  if allowed == 0 then retry_after = next_tat - tolerance - now end
+  -- Below zero by a debt, at most gcra_max_debt (or while a clock gone
+  -- back keeps tat further ahead).
+  local remaining = math.max(math.floor((tolerance - (tat - now)) / interval), -gcra_max_debt(interval))
+  return allowed, remaining * 1000000, retry_after, tat - now
+end
+
+-- gcra_set writes tat, to expire when it is reached.
+local function gcra_set(key, tat, now, slack)
+  redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+end
 
 function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
   local need = n
   if need == 0 then need = 1 end
-  local tat = decode(redis.call('GET', key), 1)
-  if not tat or tat < now then tat = now end
-  local tolerance = burst * interval
+  local tat = gcra_at(key, now)
   local next_tat = tat + need * interval
   local allowed = 0
-  if next_tat - now <= tolerance then
+  if next_tat - now <= burst * interval then
     allowed = 1
     if take then
       tat = next_tat
-      redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+      gcra_set(key, tat, now, slack)
     end
   end
-  local retry_after = 0
-  if allowed == 0 then retry_after = next_tat - tolerance - now end
-  local room = tolerance - (tat - now)
-  if room < 0 then room = 0 end
-  return allowed, math.floor(room / interval) * 1000000, retry_after, tat - now
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+end
+
+function charges.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  local next_tat = tat + n * interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  local most = now + (burst + gcra_max_debt(interval)) * interval
+  local capped = next_tat > most
+  if capped then next_tat = math.max(tat, most) end
+  gcra_set(key, next_tat, now, slack)
+  local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
+  if capped then a = 2 end
+  return a, r, t, z
+end
+
+function refunds.gcra(key, n, now, slack, burst, _, interval)
+  local tat = gcra_at(key, now)
+  if tat > now then
+    tat = math.max(tat - n * interval, now)
+    if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
+  end
+  local next_tat = tat + interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
 end
 
 -- One request under the one algorithm this script holds.
@@ -100,11 +172,11 @@ end
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
 -- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
-local _, decide = next(algorithms)
-local n = ARGV[1] + 0
+local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
-return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
+return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
 

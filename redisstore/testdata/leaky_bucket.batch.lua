@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,44 +78,91 @@ local function clock(t)
   return t + 0
 end
 
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
+
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
+-- 2^53: long division over the bits of a keeps every term below 2^52.
+-- Also the remainder, a * b - floor(a * b / c) * c.
+local function muldiv(a, b, c)
+  local whole = math.floor(b / c)
+  local frac = b - whole * c
+  local q, r = 0, 0 -- a * frac = q * c + r, built bit by bit
+  for i = 30, 0, -1 do
+    q, r = q * 2, r * 2
+    if r >= c then q, r = q + 1, r - c end
+    if math.floor(a / 2 ^ i) % 2 == 1 then
+      r = r + frac
+      if r >= c then q, r = q + 1, r - c end
+    end
+  end
+  return a * whole + q, r
+end
+
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
 -- The level is the drain time left, in ticks: a request pours unit ticks,
 -- and rate ticks drain each µs. key holds "<time the bucket is empty,
--- µs, rounded up>:<the ticks it was rounded up by>".
+-- µs, rounded up>:<the ticks it was rounded up by>"; a level above
+-- capacity holds a debt.
 -- Parameters: capacity (ticks), rate (ticks per µs), and cost: unit,
 -- the ticks per request.
 
-function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
-  local need = n
-  if need == 0 then need = 1 end
-  local empty, spare = now, 0
+-- lb_at returns the time the bucket is empty and its spare ticks.
+local function lb_at(key, now, rate)
   local e, s = decode(redis.call('GET', key), 2)
   if e and e > now then
-    empty, spare = e, s
-    if spare > rate - 1 then spare = rate - 1 end
+    if s > rate - 1 then s = rate - 1 end
+    return e, s
   end
-  local wait = empty - now -- the level is wait * rate - spare ticks
-  local cost = need * unit
-  -- The level leaves room for cost once wait <= fits.
-  local fits = math.floor((capacity - cost + spare) / rate)
-  local allowed = 0
-  if wait <= fits then
-    allowed = 1
-    if take then
-      -- cost - spare > -rate: the bucket empties step µs later.
-      local step = math.ceil((cost - spare) / rate)
-      empty, spare = empty + step, step * rate - (cost - spare)
-      wait = empty - now
-      redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil(wait / 1000) + slack)
-    end
+  return now, 0
+end
+
+-- lb_held returns ceil(level * scale / unit) for the level of a bucket
+-- that empties in wait µs with spare ticks, wait * rate - spare, which
+-- may pass 2^53: the requests it holds, rounded up, at scale 1 or in
+-- millionths.
+local function lb_held(wait, spare, scale, rate, unit)
+  local q, r = muldiv(rate, wait, unit) -- wait * rate = q * unit + r
+  if q > 1099511627776 then q = 1099511627776 end -- 2^40: only for a clock gone back decades
+  if r >= spare then
+    local d, e = muldiv(scale, r - spare, unit)
+    if e > 0 then d = d + 1 end
+    return q * scale + d
   end
+  return q * scale - muldiv(scale, spare - r, unit)
+end
+
+-- lb_max_debt is the largest debt: what the bucket drains in MaxPeriod
+-- (10 years), at most MaxLimit (10^9) requests.
+local function lb_max_debt(rate, unit)
+  return math.min(muldiv(rate, 315360000000000, unit), 1000000000)
+end
+
+-- lb_outcome is the answer for a bucket that empties in wait µs, with
+-- spare ticks, for a request that fits once wait <= fits.
+local function lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
   local retry_after = 0
   if allowed == 0 then retry_after = wait - fits end
-  -- capacity - level, in ticks, when the level fits; then in millionths
-  -- of a request, rounded down: whole requests, and six digits of long
-  -- division (r < unit <= 2^49, so r * 10 stays below 2^53).
-  local room = 0
-  if wait <= math.floor((capacity + spare) / rate) then room = capacity - (wait * rate - spare) end
+  if wait > math.floor((capacity + spare) / rate) then
+    -- In debt, at most lb_max_debt (a clock gone back may put the level
+    -- higher than any debt).
+    local remaining = (capacity / unit) * 1000000 - lb_held(wait, spare, 1000000, rate, unit)
+    return allowed, math.max(remaining, -lb_max_debt(rate, unit) * 1000000), retry_after, wait
+  end
+  -- capacity - level, in ticks; then in millionths of a request, rounded
+  -- down: whole requests, and six digits of long division (r < unit <=
+  -- 2^49, so r * 10 stays below 2^53).
+  local room = capacity - (wait * rate - spare)
   local whole = math.floor(room / unit)
   local r, frac = room - whole * unit, 0
   for _ = 1, 6 do
@@ -116,13 +173,79 @@ function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, un
   return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
+-- lb_set writes the bucket, to expire when empty.
+local function lb_set(key, empty, spare, now, slack)
+  redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil((empty - now) / 1000) + slack)
+end
+
+function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
+  local need = n
+  if need == 0 then need = 1 end
+  local empty, spare = lb_at(key, now, rate)
+  local cost = need * unit
+  -- The level leaves room for cost once wait <= fits.
+  local fits = math.floor((capacity - cost + spare) / rate)
+  local allowed = 0
+  if empty - now <= fits then
+    allowed = 1
+    if take then
+      -- cost - spare > -rate: the bucket empties step µs later.
+      local step = math.ceil((cost - spare) / rate)
+      empty, spare = empty + step, step * rate - (cost - spare)
+      lb_set(key, empty, spare, now, slack)
+    end
+  end
+  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+end
+
+function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  local limit = capacity / unit
+  local empty, spare = lb_at(key, now, rate)
+  local wait = empty - now
+  local allowed = 0
+  if n <= limit and wait <= math.floor((capacity - n * unit + spare) / rate) then allowed = 1 end
+  local pour = math.max(math.min(n, limit + lb_max_debt(rate, unit) - lb_held(wait, spare, 1, rate, unit)), 0)
+  -- pour * unit = q * rate + r: the bucket empties q or q + 1 µs later.
+  local q, r = muldiv(pour, unit, rate)
+  if r > spare then
+    empty, spare = empty + q + 1, rate - r + spare
+  else
+    empty, spare = empty + q, spare - r
+  end
+  if pour > 0 then lb_set(key, empty, spare, now, slack) end
+  local a, rem, t, z = lb_outcome(allowed, empty - now, spare, math.floor((capacity - unit + spare) / rate), capacity, rate, unit)
+  if pour < n then a = 2 end
+  return a, rem, t, z
+end
+
+-- A refund drains up to n requests at once.
+function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  local empty, spare = lb_at(key, now, rate)
+  if empty > now then
+    if n >= lb_held(empty - now, spare, 1, rate, unit) then
+      empty, spare = now, 0
+    else
+      -- n * unit = q * rate + r: the bucket empties q or q + 1 µs sooner.
+      local q, r = muldiv(n, unit, rate)
+      empty, spare = empty - q, spare + r
+      if spare >= rate then empty, spare = empty - 1, spare - rate end
+    end
+    if empty <= now then redis.call('DEL', key) else lb_set(key, empty, spare, now, slack) end
+  end
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local allowed = 0
+  if empty - now <= fits then allowed = 1 end
+  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+end
+
 -- Several callers' requests under the one algorithm this script holds, in
 -- one script call: the pipeliner sends a batch of them this way, so that
 -- Redis runs one script, and reads its clock once, for the whole batch.
 -- KEYS[i]  the i-th request's key
 -- ARGV[1]  milliseconds added to every expiry
--- ARGV[2…] six values per request, in order: its cost n, its time (""
---          for the server's), capacity, rate, interval and cost
+-- ARGV[2…] seven values per request, in order: its cost n, its time (""
+--          for the server's), capacity, rate, interval, cost and mode
+--          (single.lua's ARGV[8])
 -- Requests are decided one after the other, at the server's time read
 -- once: as if they had arrived in that order in the same microsecond.
 -- Returns, per request, its four integers, or the message of the error
@@ -131,12 +254,12 @@ end
 -- error reply inside the array: a client may stop reading the array at
 -- one (go-redis does, at OOM, READONLY and other errors it knows), and
 -- read the rest of it as the replies of the next commands.
-local _, decide = next(algorithms)
+local name = next(algorithms)
 local slack = ARGV[1] + 0
 local server_now
 local out = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 6
+  local at = 2 + (i - 1) * 7
   local n, now = ARGV[at] + 0, ARGV[at + 1]
   if now == '' then
     if not server_now then
@@ -148,7 +271,7 @@ for i = 1, #KEYS do
   else
     now = now + 0
   end
-  local ok, a, r, t, z = pcall(decide, KEYS[i], n > 0, n, now, slack,
+  local ok, a, r, t, z = pcall(run, name, ARGV[at + 6] + 0, KEYS[i], n, now, slack,
     ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
   if ok then
     out[i] = {a, r, t, z}

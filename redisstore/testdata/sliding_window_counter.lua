@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,10 +78,22 @@ local function clock(t)
   return t + 0
 end
 
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
+
 -- Prepended, after lib.lua, to the scripts that need it.
 
 -- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
 -- 2^53: long division over the bits of a keeps every term below 2^52.
+-- Also the remainder, a * b - floor(a * b / c) * c.
 local function muldiv(a, b, c)
   local whole = math.floor(b / c)
   local frac = b - whole * c
@@ -84,16 +106,16 @@ local function muldiv(a, b, c)
       if r >= c then q, r = q + 1, r - c end
     end
   end
-  return a * whole + q
+  return a * whole + q, r
 end
 
 -- Sliding window counter; the model is ratekeeper's slidingcounter.go.
 -- key holds "<start of the current window, µs>:<previous count>:<current
--- count>". Parameters: limit, window (µs).
+-- count>", counts above limit holding a debt. Parameters: limit, window
+-- (µs).
 
-function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
-  local need = n
-  if need == 0 then need = 1 end
+-- swc_at returns the start of the window at now and the two counts.
+local function swc_at(key, now, window)
   local start = math.floor(now / window) * window
   local prev, curr = 0, 0
   local s, p, c = decode(redis.call('GET', key), 3)
@@ -104,20 +126,26 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
       prev = c
     end
   end
+  return start, prev, curr
+end
+
+-- swc_weight is ceil(prev * (window - r) / window): the previous window's
+-- weight at offset r, rounded up, which is exact for comparing with whole
+-- requests.
+local function swc_weight(prev, now, start, window)
   local r = now - start
   if r < 0 then r = 0 end
-  -- ceil(prev * (window - r) / window): the previous window's weight.
-  local weighted = prev - muldiv(prev, r, window)
-  local room = limit - curr - need
-  local allowed = 0
-  if room >= 0 and weighted <= room then
-    allowed = 1
-    if take then curr = curr + n end
-  end
+  return prev - muldiv(prev, r, window)
+end
+
+-- swc_outcome is the answer for a request of cost need; remaining is
+-- below zero by a debt.
+local function swc_outcome(allowed, start, prev, curr, weighted, need, now, limit, window)
   local retry_after, reset_after = 0, 0
   if allowed == 0 then
     -- The first offset at which prev's weight fits in room, if it comes in
     -- this window; else the first in the next, where curr is prev.
+    local room = limit - curr - need
     local at = window
     if room >= 0 then at = window - muldiv(room, window, prev) end
     if at < window then
@@ -134,12 +162,62 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
   elseif prev > 0 then
     reset_after = start + window - now
   end
-  if allowed == 1 and take then
-    redis.call('SET', key, string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
+  return allowed, (limit - curr - weighted) * 1000000, retry_after, reset_after
+end
+
+-- swc_fits reports (1 or 0) whether a request of cost need fits.
+local function swc_fits(curr, weighted, need, limit)
+  local room = limit - curr - need
+  if room >= 0 and weighted <= room then return 1 end
+  return 0
+end
+
+-- swc_set writes the counts, to expire when both have left.
+local function swc_set(key, start, prev, curr, reset_after, slack)
+  redis.call('SET', key, string.format('%d:%d:%d', start, prev, curr), 'PX', math.ceil(reset_after / 1000) + slack)
+end
+
+function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local start, prev, curr = swc_at(key, now, window)
+  local weighted = swc_weight(prev, now, start, window)
+  local allowed = swc_fits(curr, weighted, need, limit)
+  if allowed == 1 and take then curr = curr + n end
+  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, need, now, limit, window)
+  if allowed == 1 and take then swc_set(key, start, prev, curr, z, slack) end
+  return a, r, t, z
+end
+
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, so that
+-- every count stays below 2^31, as muldiv needs; repaid within two
+-- windows.
+function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
+  local start, prev, curr = swc_at(key, now, window)
+  local weighted = swc_weight(prev, now, start, window)
+  local allowed = swc_fits(curr, weighted, n, limit)
+  local most = math.max(limit + 1000000000, curr)
+  local capped = curr + n > most
+  if capped then curr = most else curr = curr + n end
+  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, 1, now, limit, window)
+  swc_set(key, start, prev, curr, z, slack)
+  if capped then a = 2 end
+  return a, r, t, z
+end
+
+-- A refund takes from the current window's count first, then from the
+-- previous one's.
+function refunds.sliding_window_counter(key, n, now, slack, limit, _, window)
+  local start, prev, curr = swc_at(key, now, window)
+  if prev + curr > 0 then
+    local back = math.min(n, curr)
+    curr = curr - back
+    prev = math.max(prev - (n - back), 0)
   end
-  local remaining = limit - curr - weighted
-  if remaining < 0 then remaining = 0 end
-  return allowed, remaining * 1000000, retry_after, reset_after
+  local weighted = swc_weight(prev, now, start, window)
+  local a, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
+  if prev + curr > 0 then swc_set(key, start, prev, curr, z, slack) elseif z == 0 then redis.call('DEL', key) end
+  return a, r, t, z
 end
 
 -- One request under the one algorithm this script holds.
@@ -148,11 +226,11 @@ end
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
 -- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
-local _, decide = next(algorithms)
-local n = ARGV[1] + 0
+local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
-return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
+return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
 

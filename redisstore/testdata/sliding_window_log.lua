@@ -21,32 +21,42 @@
 --          the parameters (driver.Params), each algorithm reading those
 --          it needs
 --
+-- and has two more, for costs known afterwards, in the tables charges and
+-- refunds under the same name, with the same arguments but take, and n >
+-- 0: charges.<name> takes n whether or not it fits, and may leave the key
+-- in debt; refunds.<name> gives up to n back (see driver.Mode).
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
--- allowed without take, they describe the state as it is. The script
--- ends with one of single.lua, batch.lua and all.lua, which read ARGV and
--- call the functions.
-local algorithms = {}
+-- allowed without take, they describe the state as it is. A charge
+-- returns allowed 1 if n fitted, 0 if not, and 2 if not and its debt met
+-- the algorithm's bound (taken up to it), with remaining below zero by the
+-- debt and retry after for a cost of 1; a refund answers as a peek after
+-- it. The script ends with one of single.lua, batch.lua and all.lua,
+-- which read ARGV and call the functions through run.
+local algorithms, charges, refunds = {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
--- 2^53; nil for anything else, which then counts as a fresh key.
-local function decode(v, k)
+-- 2^53; nil for anything else, which then counts as a fresh key. With
+-- signed, the first may be below zero (a token bucket's tokens in debt).
+local function decode(v, k, signed)
   if not v then return nil end
   local a, b, c
   if k == 1 then
     a = string.match(v, '^%d+$')
   elseif k == 2 then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    a, b = string.match(v, '^(-?%d+):(%d+)$')
   else
     a, b, c = string.match(v, '^(%d+):(%d+):(%d+)$')
   end
-  if not a then return nil end
-  -- Digits only: "+ 0" reads them, and costs less than tonumber (a call).
+  if not a or (not signed and string.sub(a, 1, 1) == '-') then return nil end
+  -- Digits (and a sign) only: "+ 0" reads them, and costs less than
+  -- tonumber (a call).
   a = a + 0
   if k > 1 then b = b + 0 end
   if k > 2 then c = c + 0 end
   local big = 9007199254740992
-  if a >= big or (k > 1 and b >= big) or (k > 2 and c >= big) then
+  if a >= big or a <= -big or (k > 1 and b >= big) or (k > 2 and c >= big) then
     return nil
   end
   return a, b, c
@@ -68,6 +78,17 @@ local function clock(t)
   return t + 0
 end
 
+-- run decides the request of one policy, named name, in mode (0 check,
+-- 1 take, 2 charge, 3 refund: driver.Mode); n = 0 peeks in every mode.
+local function run(name, mode, key, n, now, slack, capacity, rate, interval, cost)
+  if n > 0 and mode == 2 then
+    return charges[name](key, n, now, slack, capacity, rate, interval, cost)
+  elseif n > 0 and mode == 3 then
+    return refunds[name](key, n, now, slack, capacity, rate, interval, cost)
+  end
+  return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
+end
+
 -- Sliding window log; the model is ratekeeper's slidinglog.go.
 -- key is a sorted set of the requests admitted, one entry per request (or
 -- per microsecond, when several come in one), scored by its time (µs),
@@ -75,7 +96,8 @@ end
 -- modulo span, so the cost in the window is read from the oldest entry
 -- and the newest. Every entry costs at least 1, so a key holds at most
 -- limit entries: a call adds an entry only when none is out of the window,
--- and drops at least one otherwise.
+-- and drops at least one otherwise; a charge into a window of limit
+-- entries adds to the newest.
 -- Parameters: limit, window (µs).
 
 local span = 1000000000000000 -- 10^15
@@ -97,12 +119,12 @@ local function log_up_to(first_start, start, cost)
   return (start + cost - first_start) % span
 end
 
-function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
-  local need = n
-  if need == 0 then need = 1 end
-  -- Drop the entries out of the window, at most log_drop of them, so that
-  -- no call does much more work than another: any left over lie before
-  -- rank first, count for nothing, and go in the calls that follow.
+-- log_at drops the entries out of the window, at most log_drop of them,
+-- so that no call does much more work than another: any left over lie
+-- before rank first, count for nothing, and go in the calls that follow.
+-- It returns first, the oldest entry in the window and the newest (nil if
+-- none), and the cost in the window.
+local function log_at(key, now, window)
   local first = redis.call('ZCOUNT', key, '-inf', now - window)
   local dropped = math.min(first, log_drop)
   if dropped > 0 then redis.call('ZREMRANGEBYRANK', key, 0, dropped - 1) end
@@ -117,42 +139,122 @@ function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, windo
   end
   local used = 0 -- the cost in the window
   if first_at then used = log_up_to(first_start, last_start, last_cost) end
+  return first, first_at, first_start, last_at, last_start, last_cost, used
+end
+
+-- log_retry waits until enough of the oldest entries have left: the
+-- first that covers the excess with those before it. It is at most the
+-- excess-th, as every entry costs at least 1: a binary search over ranks
+-- finds it in at most log2(excess) + 1 reads.
+local function log_retry(key, first, first_at, first_start, excess, now, window)
+  local lo, hi, at = first, first + excess - 1, nil
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local t, s, c = log_entry(key, mid)
+    if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
+  end
+  if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
+  return at + window - now
+end
+
+-- log_add adds cost at now: to the newest entry when it is at now or
+-- later (the clock went back) or merge is set, else as a new entry. It
+-- returns the newest entry's time, and whether it added to it.
+local function log_add(key, last_at, last_start, last_cost, cost, now, merge)
+  if last_at and (last_at >= now or merge) then
+    redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
+    last_cost = last_cost + cost
+    if last_at < now then last_at = now end
+    redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+    return last_at, true
+  end
+  if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
+  redis.call('ZADD', key, now, string.format('%d+%d', last_start, cost))
+  return now, false
+end
+
+function algorithms.sliding_window_log(key, take, n, now, slack, limit, _, window)
+  local need = n
+  if need == 0 then need = 1 end
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
   local allowed = 0
   if used + need <= limit then
     allowed = 1
     if take then
-      if last_at and last_at >= now then
-        -- The same microsecond, or the clock went back: one entry, so
-        -- that entries stay in time order.
-        redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
-        last_cost = last_cost + n
-      else
-        if last_at then last_start = (last_start + last_cost) % span else last_start = 0 end
-        last_at, last_cost = now, n
-      end
-      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost))
+      -- The same microsecond, or the clock went back: one entry, so that
+      -- entries stay in time order.
+      last_at = log_add(key, last_at, last_start, last_cost, n, now, false)
       used = used + n
     end
   end
   local retry_after, reset_after = 0, 0
   if allowed == 0 then
-    -- Wait until enough of the oldest entries have left: the first that
-    -- covers the excess with those before it. It is at most the
-    -- excess-th, as every entry costs at least 1: a binary search over
-    -- ranks finds it in at most log2(excess) + 1 reads.
-    local excess = used + need - limit
-    local lo, hi, at = first, first + excess - 1, nil
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      local t, s, c = log_entry(key, mid)
-      if not t or log_up_to(first_start, s, c) >= excess then hi, at = mid, t else lo = mid + 1 end
-    end
-    if lo == first then at = first_at elseif not at then at = log_entry(key, lo) end
-    retry_after = at + window - now
+    retry_after = log_retry(key, first, first_at, first_start, used + need - limit, now, window)
   end
   if last_at then
     reset_after = last_at + window - now
     if allowed == 1 and take then redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack) end
+  end
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
+end
+
+-- The largest debt: MaxLimit (10^9) units beyond the limit, far below
+-- span; they leave the window with their entries.
+function charges.sliding_window_log(key, n, now, slack, limit, _, window)
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
+  local allowed = 0
+  if used + n <= limit then allowed = 1 end
+  local take = math.max(math.min(n, limit + 1000000000 - used), 0)
+  if take > 0 then
+    -- A window of limit entries adds to its newest, which then counts
+    -- from now: the log never holds more than limit entries.
+    local kept = redis.call('ZCARD', key) - first
+    local merged
+    last_at, merged = log_add(key, last_at, last_start, last_cost, take, now, kept >= limit)
+    used = used + take
+    if kept == 0 then
+      first_at, first_start = last_at, 0
+    elseif kept == 1 and merged then
+      first_at = last_at -- the oldest entry is the newest, moved
+    end
+  end
+  local retry_after = 0
+  if allowed == 0 then
+    retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
+  end
+  local reset_after = 0
+  if last_at then
+    reset_after = last_at + window - now
+    redis.call('PEXPIRE', key, math.ceil(reset_after / 1000) + slack)
+  end
+  if take < n then allowed = 2 end
+  return allowed, (limit - used) * 1000000, retry_after, reset_after
+end
+
+-- A refund takes its units back from the newest entries in the window.
+function refunds.sliding_window_log(key, n, now, slack, limit, _, window)
+  local first, first_at, first_start, last_at, last_start, last_cost, used = log_at(key, now, window)
+  local back = math.min(n, used)
+  used = used - back
+  while back > 0 do
+    local member = string.format('%d+%d', last_start, last_cost)
+    redis.call('ZREM', key, member)
+    if last_cost > back then
+      redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost - back))
+      back = 0
+    else
+      back = back - last_cost
+      if back > 0 then last_at, last_start, last_cost = log_entry(key, -1) end
+    end
+  end
+  local allowed, retry_after, reset_after = 1, 0, 0
+  if used > 0 then
+    last_at = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + 0
+    reset_after = last_at + window - now
+    if used + 1 > limit then
+      allowed = 0
+      retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
+    end
   end
   return allowed, (limit - used) * 1000000, retry_after, reset_after
 end
@@ -163,11 +265,11 @@ end
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
 -- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
-local _, decide = next(algorithms)
-local n = ARGV[1] + 0
+local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
-return {decide(KEYS[1], n > 0, n, now, ARGV[3] + 0,
+return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
   ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
 
