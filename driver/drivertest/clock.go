@@ -74,9 +74,10 @@ func (f *expiryFloor) before(now int64) {
 	}
 }
 
-// after records the Result of a request of cost n made at now.
-func (f *expiryFloor) after(now, n int64, res ratekeeper.Result) {
-	if !res.Allowed || n == 0 {
+// after records the Result of a request of cost n made at now in mode:
+// one that wrote the key's state (an allowed take, any charge or refund).
+func (f *expiryFloor) after(now, n int64, mode driver.Mode, res ratekeeper.Result) {
+	if n == 0 || mode == driver.Take && !res.Allowed {
 		return
 	}
 	parts := res.Parts
@@ -175,7 +176,7 @@ func checkStepBack(t *testing.T, clock *testutil.Clock, lim *ratekeeper.Limiter,
 			if testutil.DiffResult(got, want) != "" {
 				t.Fatalf("request %d: AllowN(%d) at real %v, %v behind:\nstore %+v\nmodel %+v", i, n, real, lag, got, want)
 			}
-			floor.after(now, n, got)
+			floor.after(now, n, driver.Take, got)
 			if !got.Allowed {
 				denied++
 				break

@@ -21,7 +21,11 @@
 //   - that a clock that steps back admits no more than the policy's bound,
 //     and that a time outside the supported range is an error;
 //   - that input which can never succeed is an error, and takes nothing;
-//   - that Result.Remaining is the most that would pass now.
+//   - that Result.Remaining is the most that would pass now;
+//   - Charge and Refund (the store must be a driver.Charger): a debt, its
+//     repayment and its bound, refunds never beyond full, and concurrent
+//     charges that all count. The random sequences draw charges and
+//     refunds among their requests.
 //
 // Every store Run opens reads its time only from now, which Run moves;
 // its keys may persist between the stores of one Run (Run resets the keys
@@ -80,6 +84,11 @@ var cases = []struct {
 	{"RemainingIsWhatPasses", (*suite).testRemainingIsWhatPasses},
 	{"ExpiryNeverChangesDecisions", (*suite).testExpiryNeverChangesDecisions},
 	{"RandomEquivalence", (*suite).testRandomEquivalence},
+	{"ChargeIntoDebt", (*suite).testChargeIntoDebt},
+	{"FixedWindowForgetsDebt", (*suite).testFixedWindowForgetsDebt},
+	{"SlidingLogRefundsNewest", (*suite).testSlidingLogRefundsNewest},
+	{"ConcurrentCharges", (*suite).testConcurrentCharges},
+	{"DebtBounds", (*suite).testDebtBounds},
 }
 
 // forEachStore runs f on a fresh store, and a clock at start that it

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
@@ -16,8 +18,9 @@ var seeds = []uint64{1, 2, 3}
 const equivalenceSteps = 10_000
 
 // testRandomEquivalence requires the store to return the Go model's
-// Result for every request of long random sequences, on a clock that now
-// and then steps back.
+// Result for every request of long random sequences of requests, charges
+// (of up to three times what the policy admits at once) and refunds, on a
+// clock that now and then steps back.
 func (ts *suite) testRandomEquivalence(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
@@ -43,40 +46,66 @@ func (ts *suite) checkEquivalence(t *testing.T, pc policyCase, seed uint64) {
 	clock := newClock()
 	lim := newLimiter(t, ts.open(t, clock.Now), pc.policy)
 	forget(t, lim, key)
-	m := testutil.NewModel(lim.Spec())
-	g := newStepGen(seed, pc, lim.Spec())
+	spec := lim.Spec()
+	m := testutil.NewModel(spec)
+	g := newStepGen(seed, pc, spec)
+	modes := rand.New(rand.NewPCG(seed, 2))
 	// Now and then the clock steps back, up to two windows, as far as
 	// a store's expiries allow (see expiryFloor).
 	back := rand.New(rand.NewPCG(seed, 1))
 	var floor expiryFloor
-	var allowed, denied int
+	var counts struct{ allowed, denied, debts, refunds int }
 	for i := range equivalenceSteps {
 		d, n := g.next()
+		mode := driver.Take
+		switch p := modes.IntN(100); {
+		case p < 15:
+			mode, n = driver.Charge, modes.Int64N(3*spec.MaxCost()+1)
+		case p < 27:
+			mode, n = driver.Refund, modes.Int64N(2*spec.MaxCost()+1)
+		}
 		if back.IntN(30) == 0 {
 			d = floor.back(clock.Now().UnixMicro(), -g.fraction(2*g.window))
 		}
 		clock.Advance(d)
 		now := clock.Now().UnixMicro()
 		floor.before(now)
-		want := m.Decide(now, n)
-		got, err := lim.AllowN(ctx, key, n)
+		before := m.String()
+		want := m.DecideMode(now, n, mode)
+		got, err := costCall(lim, mode)(ctx, key, n)
 		if err != nil {
-			t.Fatalf("seed %d, step %d: AllowN(%d): %v", seed, i, n, err)
+			t.Fatalf("seed %d, step %d: %v(%d): %v", seed, i, mode, n, err)
 		}
 		if testutil.DiffResult(got, want) != "" {
-			t.Fatalf("seed %d, step %d, %+v: cost %d at start+%v (after a step of %v):\nmodel %+v\nstore %+v",
-				seed, i, pc.policy, n, clock.Elapsed(), d, want, got)
+			t.Fatalf("seed %d, step %d, %+v: %v of %d at start+%v (after a step of %v), from %s:\nmodel %+v\nstore %+v",
+				seed, i, pc.policy, mode, n, clock.Elapsed(), d, before, want, got)
 		}
-		floor.after(now, n, want)
-		if want.Allowed {
-			allowed++
-		} else {
-			denied++
+		floor.after(now, n, mode, want)
+		switch {
+		case mode == driver.Charge && want.Remaining < 0:
+			counts.debts++
+		case mode == driver.Refund && n > 0 && m.String() != before:
+			counts.refunds++
+		case mode == driver.Take && want.Allowed:
+			counts.allowed++
+		case mode == driver.Take:
+			counts.denied++
 		}
 	}
-	// A sequence that never denies (or never allows) compares little.
-	if allowed == 0 || denied == 0 {
-		t.Fatalf("seed %d: %d allowed and %d denied: the random steps do not exercise %+v",
-			seed, allowed, denied, pc.policy)
+	// A sequence that never denies (or never allows), never goes into
+	// debt or never refunds anything compares little.
+	if counts.allowed == 0 || counts.denied == 0 || counts.debts == 0 || counts.refunds == 0 {
+		t.Fatalf("seed %d: %+v: the random steps do not exercise %+v", seed, counts, pc.policy)
 	}
+}
+
+// costCall is a Limiter's method for a mode.
+func costCall(lim *ratekeeper.Limiter, mode driver.Mode) func(context.Context, string, int64) (ratekeeper.Result, error) {
+	switch mode {
+	case driver.Charge:
+		return lim.Charge
+	case driver.Refund:
+		return lim.Refund
+	}
+	return lim.AllowN
 }

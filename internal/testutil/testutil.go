@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,16 +156,36 @@ func NewModel(spec *driver.ValidSpec) *Model { return &Model{spec: spec} }
 // Decide decides a request of cost n at now, in microseconds, as a
 // Limiter's AllowN does, and returns its Result.
 func (m *Model) Decide(now, n int64) ratekeeper.Result {
+	return m.DecideMode(now, n, driver.Take)
+}
+
+// DecideMode decides a request of cost n at now in mode: as a Limiter's
+// AllowN does with Take, its Charge and Refund with those modes.
+func (m *Model) DecideMode(now, n int64, mode driver.Mode) ratekeeper.Result {
 	var sts [driver.MaxParts]*driver.State
 	for i := range sts {
 		sts[i] = &m.states[i]
 	}
-	d := m.spec.Decide(sts[:max(m.spec.NumParts(), 1)], now, n, driver.Take)
+	d := m.spec.Decide(sts[:max(m.spec.NumParts(), 1)], now, n, mode)
 	res, err := ratekeeper.ResultOf(m.spec, d)
 	if err != nil {
 		panic(err) // the models' Decisions fit their spec
 	}
 	return res
+}
+
+// String shows the model's states, a sliding window log's entries
+// included: two Models that show alike decide alike.
+func (m *Model) String() string {
+	var b strings.Builder
+	for _, st := range m.states[:max(m.spec.NumParts(), 1)] {
+		fmt.Fprintf(&b, "%+v", st)
+		if st.More != nil {
+			fmt.Fprintf(&b, " %+v", st.More)
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
 
 // Step runs the model of spec, a spec other than an All, on st, as a
