@@ -5,6 +5,7 @@
 // Redis, in process.
 //
 //	ratekeeper-server [-config DIR_OR_FILE] [-redis URL] [-grpc-addr :8081] [-http-addr :8080]
+//	ratekeeper-server -xds-server HOST:PORT [-xds-node-id ID] [-xds-client-cert FILE -xds-client-key FILE -xds-server-ca FILE]
 //	ratekeeper-server -check [-config DIR_OR_FILE]
 //
 // Started with no flags, it reads envoyproxy/ratelimit's environment
