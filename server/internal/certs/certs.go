@@ -74,7 +74,7 @@ func (w *watched[T]) stat() ([]stamp, error) {
 	for i, f := range w.files {
 		s, err := stampOf(f)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		stamps[i] = s
 	}
