@@ -44,7 +44,9 @@ func TestSettingsPrecedence(t *testing.T) {
 		{"SHADOW_MODE", map[string]string{"SHADOW_MODE": "true"}, nil, func(s *settings) any { return s.shadow }, true},
 		{"-shadow=false over SHADOW_MODE", map[string]string{"SHADOW_MODE": "true"}, []string{"-shadow=false"}, func(s *settings) any { return s.shadow }, false},
 		{"LIMIT_RESPONSE_HEADERS_ENABLED", map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_RESET_HEADER": "X-Reset"}, nil,
-			func(s *settings) any { return s.limitHeaders && s.limitHeaderNames == [3]string{"RateLimit-Limit", "RateLimit-Remaining", "X-Reset"} }, true},
+			func(s *settings) any {
+				return s.limitHeaders && s.limitHeaderNames == [3]string{"RateLimit-Limit", "RateLimit-Remaining", "X-Reset"}
+			}, true},
 		{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, nil, func(s *settings) any { return s.stopIncrement }, true},
 		{"log level", nil, nil, func(s *settings) any { return s.logLevel }, "info"},
 		{"LOG_LEVEL", map[string]string{"LOG_LEVEL": "debug"}, nil, func(s *settings) any { return s.logLevel }, "debug"},
