@@ -33,9 +33,9 @@ func TestFixedWindowAlignedSpec(t *testing.T) {
 	}
 	ps, _ := testutil.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute})
 	as, _ := testutil.SpecOf(ratekeeper.FixedWindow{Limit: 5, Window: time.Minute, Aligned: true})
-	if ps.Short() != "fw" || as.Short() != "fwa" || ps.StateID() == as.StateID() || ps.Key() == as.Key() {
-		t.Fatalf("Short %q and %q, StateIDs equal %v: want fw and fwa, apart",
-			ps.Short(), as.Short(), ps.StateID() == as.StateID())
+	if ps.StateID().String() != "fw" || as.StateID().String() != "fwa" || ps.StateID() == as.StateID() || ps.Key() == as.Key() {
+		t.Fatalf("StateIDs %q and %q, equal %v: want fw and fwa, apart",
+			ps.StateID(), as.StateID(), ps.StateID() == as.StateID())
 	}
 
 	bad := aligned

@@ -155,7 +155,7 @@ type Algorithm struct {
 	// fixed window aligned to the epoch, and one that opens at a key's
 	// first request, count different windows): "" for the algorithm's
 	// plain form, else a suffix of Short, such as "a". It is part of the
-	// spec's StateID and of its Short.
+	// spec's StateID, after Short: "fwa".
 	Variant func(p Params) string
 }
 

@@ -9,11 +9,16 @@ import (
 // It cannot change: a Limiter makes one, and every Store it calls may
 // trust it without validating it again. The zero ValidSpec is not valid;
 // only Validate makes one.
+//
+// A spec has three identities: its Name is what Results, headers and
+// metrics call it; its StateID is whose state of a key it keeps (and, as a
+// string, how stores name that state in their keys); its Key tells equal
+// specs apart from specs that only share a state, for stores that cache
+// by spec.
 type ValidSpec struct {
 	spec  Spec
 	alg   *Algorithm  // nil for an All
 	parts []ValidSpec // an All's
-	short string
 	id    StateID
 }
 
@@ -66,8 +71,13 @@ func (v *ValidSpec) init(s Spec) error {
 	if alg.Variant != nil {
 		short += alg.Variant(s.Params)
 	}
-	*v = ValidSpec{spec: s, alg: alg, short: short}
-	v.id = StateID{unique.Make(stateName{s.Algorithm, short, v.StateName()})}
+	// The state's name: the spec's Name, unless that is its algorithm's
+	// own.
+	if s.Name != s.Algorithm {
+		short += ":" + s.Name
+	}
+	*v = ValidSpec{spec: s, alg: alg}
+	v.id = StateID{unique.Make(stateName{s.Algorithm, short})}
 	return nil
 }
 
@@ -128,9 +138,6 @@ func (v *ValidSpec) MaxCost() int64 { return v.spec.MaxCost }
 // Params returns the algorithm's parameters.
 func (v *ValidSpec) Params() Params { return v.spec.Params }
 
-// Short returns the short form of the algorithm's name, and of its
-// variant if any (see Algorithm.Variant), for keys ("" for an All).
-func (v *ValidSpec) Short() string { return v.short }
 
 // IsAll reports whether the spec combines others (see Parts).
 func (v *ValidSpec) IsAll() bool { return v.spec.Algorithm == AlgorithmAll }
@@ -149,17 +156,6 @@ func (v *ValidSpec) Spec() Spec {
 		s.Parts = append(s.Parts, p.Spec())
 	}
 	return s
-}
-
-// StateName is the name under which stores keep a key's state for the
-// spec: its Name, or "" when that is its algorithm's own. Limiters whose
-// policies share an algorithm, its variant and a StateName share the state
-// of a key.
-func (v *ValidSpec) StateName() string {
-	if v.spec.Name == v.spec.Algorithm {
-		return ""
-	}
-	return v.spec.Name
 }
 
 // SpecKey is a comparable identity of a ValidSpec, for stores that cache
@@ -186,13 +182,26 @@ func (v *ValidSpec) Key() SpecKey {
 // ValidSpec, or nil, reports an error rather than run it.
 func (v *ValidSpec) Valid() bool { return v != nil && (v.alg != nil || len(v.parts) > 0) }
 
-// A StateID identifies the state a key keeps under a spec: its algorithm,
-// its variant (see Algorithm.Variant) and StateName. Specs of equal
-// StateIDs share a key's state. Comparing
-// two compares two pointers; the zero StateID is no spec's.
+// A StateID identifies the state a key keeps under a spec other than an
+// All: specs of equal StateIDs share a key's state, whatever their limits,
+// so that a limit can change without resetting anyone. It is made of the
+// algorithm, its variant (see Algorithm.Variant) and the spec's Name,
+// unless that is its algorithm's own. Comparing two compares two
+// pointers; the zero StateID is no spec's.
 type StateID struct{ h unique.Handle[stateName] }
 
-type stateName struct{ algorithm, short, name string }
+type stateName struct{ algorithm, key string }
+
+// String returns the StateID as stores put it in their keys: the
+// algorithm's Short with its variant, then ":" and the spec's Name unless
+// that is its algorithm's own, as "tb" or "gcra:per-second"; "" for the
+// zero StateID.
+func (id StateID) String() string {
+	if id == (StateID{}) {
+		return ""
+	}
+	return id.h.Value().key
+}
 
 // StateID returns the spec's StateID.
 func (v *ValidSpec) StateID() StateID { return v.id }

@@ -163,3 +163,27 @@ func TestDecision(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentities: specs of one algorithm and name share a StateID whatever
+// their limits, and differ in Key; the StateID's string is the state's
+// name in stores' keys.
+func TestIdentities(t *testing.T) {
+	small := specOf(t, ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 2})
+	large := specOf(t, ratekeeper.GCRA{Rate: 5, Period: time.Second, Burst: 9})
+	named := specOf(t, ratekeeper.Named("per-second", ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 2}))
+	if small.StateID() != large.StateID() || small.Key() == large.Key() {
+		t.Errorf("limits apart: StateIDs equal %t, Keys equal %t; want true, false",
+			small.StateID() == large.StateID(), small.Key() == large.Key())
+	}
+	if small.StateID() == named.StateID() || small.Name() != "gcra" || named.Name() != "per-second" {
+		t.Errorf("a name keeps a state apart: names %q, %q", small.Name(), named.Name())
+	}
+	for spec, want := range map[*driver.ValidSpec]string{small: "gcra", named: "gcra:per-second"} {
+		if got := spec.StateID().String(); got != want {
+			t.Errorf("StateID of %s = %q, want %q", spec.Name(), got, want)
+		}
+	}
+	if got := (driver.StateID{}).String(); got != "" {
+		t.Errorf("the zero StateID = %q, want \"\"", got)
+	}
+}

@@ -29,10 +29,7 @@ func (s *Store) Keys(key string, spec *driver.ValidSpec) []string {
 
 func (s *Store) keys(key string, spec *driver.ValidSpec) []string {
 	if !spec.IsAll() { // one concatenation, for the common case
-		if name := spec.StateName(); name != "" {
-			return []string{s.prefix + "{" + escapeBraces(key) + "}:" + spec.Short() + ":" + name}
-		}
-		return []string{s.prefix + "{" + escapeBraces(key) + "}:" + spec.Short()}
+		return []string{s.prefix + "{" + escapeBraces(key) + "}:" + spec.StateID().String()}
 	}
 	tag := s.prefix + "{" + escapeBraces(key) + "}"
 	keys := make([]string, spec.NumParts())
@@ -42,13 +39,10 @@ func (s *Store) keys(key string, spec *driver.ValidSpec) []string {
 	return keys
 }
 
-// stateKey is the key of one policy's state: the caller's tag, the
-// algorithm's short name, and the policy's StateName, if any.
+// stateKey is the key of one policy's state: the caller's tag, then its
+// StateID, the algorithm's short name and the policy's name, if any.
 func stateKey(tag string, spec *driver.ValidSpec) string {
-	if name := spec.StateName(); name != "" {
-		return tag + ":" + spec.Short() + ":" + name
-	}
-	return tag + ":" + spec.Short()
+	return tag + ":" + spec.StateID().String()
 }
 
 // escapeBraces keeps a caller's key from closing the hash tag early (or

@@ -33,7 +33,7 @@ func joined(binding int, parts ...ratekeeper.Result) ratekeeper.Result {
 	return res
 }
 
-// TestAllScenario works through a per-second and a per-minute limit by
+// testAllScenario works through a per-second and a per-minute limit by
 // hand: each binds in turn, and a denial by one takes nothing from the
 // other.
 func (ts *suite) testAllScenario(t *testing.T) {
@@ -89,7 +89,7 @@ func (ts *suite) testAllScenario(t *testing.T) {
 	})
 }
 
-// TestAllSharesStateByName: a policy keeps a key's state under its
+// testAllSharesStateByName: a policy keeps a key's state under its
 // algorithm and name, alone or in an All: limiters whose policies have the
 // same algorithm and name share it, and others keep their own.
 func (ts *suite) testAllSharesStateByName(t *testing.T) {

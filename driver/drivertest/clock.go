@@ -12,7 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
-// TestSlidingWindowLogClockStepBack: 5 per 5 s; 3 admitted at T, the clock
+// testSlidingWindowLogClockStepBack: 5 per 5 s; 3 admitted at T, the clock
 // steps back 10 s (a failover to a replica whose clock lags), then forward
 // again. The requests admitted behind must not leave before those of T:
 // nothing more passes until T + 5 s.
@@ -57,9 +57,9 @@ func (ts *suite) testSlidingWindowLogClockStepBack(t *testing.T) {
 
 // expiryFloor keeps the step backs of a controlled clock from crossing
 // back over a time at which a key's state was full again and a request
-// saw it so. memstore then forgets the state, as Redis does on its own
-// clock; the model, and Redis under persistHook, keep it. Either is as
-// good as fresh from that time on, but not before it.
+// saw it so. A store may then forget the state, as an expiry does; the
+// model keeps it. Either is as good as fresh from that time on, but not
+// before it.
 type expiryFloor struct {
 	expires []int64 // per policy: when its state is full again; 0: never set
 	floor   int64
@@ -97,14 +97,14 @@ func (f *expiryFloor) back(now int64, d time.Duration) time.Duration {
 	return max(d, time.Duration(f.floor-now)*time.Microsecond)
 }
 
-// TestClockStepBack runs every policy on every store under a clock that
-// steps back, never ahead of real time. Each store must return the
+// testClockStepBack runs every policy on the store under a clock that
+// steps back, never ahead of real time. The store must return the
 // model's Results. When the clock only steps back and then runs on (a
-// failover to a Redis whose clock lags), no span of real time as long as
+// failover to a server whose clock lags), no span of real time as long as
 // a policy's Window admits more than the policy admits in such a span of
 // a clock that never goes back. When it also returns (two application
 // servers whose supplied clocks disagree, or a failover and back), the
-// stores still agree with the model, request by request.
+// store still agrees with the model, request by request.
 func (ts *suite) testClockStepBack(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
@@ -228,9 +228,9 @@ func stepBackBound(spec *driver.ValidSpec) int64 {
 	}
 }
 
-// TestTimeOutOfRange: a clock before 1970 (Go's zero time among them), at
+// testTimeOutOfRange: a clock before 1970 (Go's zero time among them), at
 // the Unix epoch, or from 2200 on is an error matching ErrInvalidTime on
-// every store and algorithm, and takes nothing; the last microseconds of
+// every algorithm, and takes nothing; the last microseconds of
 // 2199 decide, and limit.
 func (ts *suite) testTimeOutOfRange(t *testing.T) {
 	last := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Hour)

@@ -11,7 +11,7 @@ import (
 
 const twinSteps = 1_000
 
-// TestExpiryNeverChangesDecisions runs twin keys A and B through the same
+// testExpiryNeverChangesDecisions runs twin keys A and B through the same
 // random requests, and forgets B (as expiry does) as soon as its latest
 // Result says it is full again. Every Result of A and B must be identical.
 func (ts *suite) testExpiryNeverChangesDecisions(t *testing.T) {

@@ -147,9 +147,9 @@ func (ts *suite) testFixedWindowScenarios(t *testing.T) { ts.runScenarios(t, fwS
 
 func (ts *suite) testAlignedFixedWindowScenarios(t *testing.T) { ts.runScenarios(t, fwaScenarios) }
 
-// TestAlignedFixedWindowOwnState checks that an aligned and an unaligned
+// testAlignedFixedWindowOwnState checks that an aligned and an unaligned
 // fixed window of the same Limit, Window and name keep apart states of a
-// key, on every store.
+// key.
 func (ts *suite) testAlignedFixedWindowOwnState(t *testing.T) {
 	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()

@@ -20,7 +20,7 @@ type scenario struct {
 	steps  []tbStep
 }
 
-// runScenarios runs each scenario on every store, then checks on its key
+// runScenarios runs each scenario on a fresh store, then checks on its key
 // that a cost above what the policy can ever admit is an error.
 func (ts *suite) runScenarios(t *testing.T, scenarios []scenario) {
 	for _, sc := range scenarios {

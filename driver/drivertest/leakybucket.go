@@ -105,7 +105,7 @@ var lbScenarios = []scenario{
 
 func (ts *suite) testLeakyBucketScenarios(t *testing.T) { ts.runScenarios(t, lbScenarios) }
 
-// TestLeakyBucketSlowRates runs rates slower than one request a second,
+// testLeakyBucketSlowRates runs rates slower than one request a second,
 // such as one per hour, and checks every wait against the exact rate: no
 // earlier (the rounding only ever makes the limit stricter) and later by
 // at most a microsecond per request in the bucket, plus one for rounding

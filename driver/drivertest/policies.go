@@ -17,7 +17,7 @@ var start = time.Unix(1_900_000_000, 0)
 // newClock returns a controlled clock at start.
 func newClock() *testutil.Clock { return testutil.NewClock(start) }
 
-// A policyCase is a policy that the randomized tests run on every store.
+// A policyCase is a policy that the randomized tests run.
 // A new algorithm joins them by adding its policies here.
 type policyCase struct {
 	name   string

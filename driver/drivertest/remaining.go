@@ -9,7 +9,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
-// TestRemainingIsWhatPasses holds every algorithm to one meaning of
+// testRemainingIsWhatPasses holds every algorithm to one meaning of
 // Result.Remaining, whether it reports fractions or whole requests: after
 // random traffic, a request of cost ⌊Remaining⌋ passes at once, and one of
 // ⌊Remaining⌋ + 1 does not.

@@ -109,7 +109,7 @@ var swcScenarios = []scenario{
 
 func (ts *suite) testSlidingWindowCounterScenarios(t *testing.T) { ts.runScenarios(t, swcScenarios) }
 
-// TestSlidingWindowCounterBoundaryBurst replays the boundary-burst trace:
+// testSlidingWindowCounterBoundaryBurst replays the boundary-burst trace:
 // Limit requests in the last microsecond of a window, then one every
 // 100 ms for two windows. The counter assumes the burst was spread over
 // its window, so it lets the next window's requests in as the burst's

@@ -231,7 +231,7 @@ func (ts *suite) testTokenBucketScenarios(t *testing.T) {
 	ts.runScenarios(t, tbScenarios)
 }
 
-// TestTokenBucketInvalidInput checks that input which can never succeed
+// testTokenBucketInvalidInput checks that input which can never succeed
 // is an error, takes nothing, and that the longest key works.
 func (ts *suite) testTokenBucketInvalidInput(t *testing.T) {
 	policy := ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: sec}

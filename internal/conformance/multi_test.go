@@ -74,7 +74,7 @@ func TestDecideAllEquivalence(t *testing.T) {
 					}
 					reqs[i] = driver.Request{Key: fmt.Sprint(keys[r.IntN(len(keys))], p), Spec: spec, N: n}
 					for _, p := range spec.Policies() {
-						id := reqs[i].Key + "/" + p.Algorithm() + "/" + p.Short() + "/" + p.StateName()
+						id := reqs[i].Key + "/" + p.Algorithm() + "/" + p.StateID().String()
 						isShared = isShared || seen[id]
 						seen[id] = true
 					}
