@@ -138,7 +138,6 @@ func (v *ValidSpec) MaxCost() int64 { return v.spec.MaxCost }
 // Params returns the algorithm's parameters.
 func (v *ValidSpec) Params() Params { return v.spec.Params }
 
-
 // IsAll reports whether the spec combines others (see Parts).
 func (v *ValidSpec) IsAll() bool { return v.spec.Algorithm == AlgorithmAll }
 
