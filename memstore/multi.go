@@ -15,10 +15,10 @@ const multiAttempts = 3
 // DecideAll decides reqs together, atomically: if every request is
 // allowed, each takes its N; if any is denied, none takes anything. A request
 // of N 0 only looks: it takes nothing, so it never denies the others.
-// results[i] is request i's own decision: for a request allowed in a batch
-// that another denied, Allowed is true and the Result reports the state as
-// a peek of cost N would, nothing taken. An All spec in a request decides
-// as in Decide, its Result with Parts. Requests are decided in order, and
+// The i-th Decision is request i's own: for a request allowed in a batch
+// that another denied, Allowed is true and the Decision reports the state
+// as a peek of cost N would, nothing taken. An All spec in a request
+// decides as in Decide, its Decision with Parts. Requests are decided in order, and
 // a key's state shared by several requests (the same key under the same
 // policy) is decided for each in turn: the second sees what the first
 // would take. It decides exactly as redisstore's DecideAll over one

@@ -13,10 +13,10 @@ import (
 // DecideAll decides reqs together, all or nothing: if every request is
 // allowed, each takes its N; if any is denied, none takes anything. A request
 // of N 0 only looks: it takes nothing, so it never denies the others.
-// results[i] is request i's own decision: for a request allowed in a batch
-// that another denied, Allowed is true and the Result reports the state as
-// a peek of cost N would, nothing taken. An All spec in a request decides
-// as in Decide, its Result with Parts. Requests are decided in order, and
+// The i-th Decision is request i's own: for a request allowed in a batch
+// that another denied, Allowed is true and the Decision reports the state
+// as a peek of cost N would, nothing taken. An All spec in a request
+// decides as in Decide, its Decision with Parts. Requests are decided in order, and
 // a key's state shared by several requests (the same key under the same
 // policy) is decided for each in turn: the second sees what the first
 // would take. The deny cache is not consulted.
@@ -28,7 +28,7 @@ import (
 // once, in one pipeline per master: one round trip, which waits only for
 // the masters of the keys. Across groups the guarantee is
 // weaker: a group that denies takes nothing, but does not undo the takes
-// of groups that allowed, and results[i] then reports request i's group's
+// of groups that allowed, and the i-th Decision then reports request i's group's
 // decision (so every request reported allowed in a group of only allowed
 // requests took its N). The same holds for a plain client of a cluster
 // node, from the first call it refuses with CROSSSLOT; its groups are then
