@@ -136,13 +136,14 @@ func gcraMaxDebt(p driver.Params) int64 {
 func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 	interval := p.Interval
 	tat := gcraAt(st, now)
-	next := tat + n*interval
-	allowed := next-now <= p.Capacity*interval
+	// Compared before multiplying: n·interval may pass 2^63.
 	most := now + (p.Capacity+gcraMaxDebt(p))*interval
-	capped := next > most
-	if capped {
-		next = max(tat, most)
+	capped := n > floorDiv(most-tat, interval)
+	next := max(tat, most)
+	if !capped {
+		next = tat + n*interval
 	}
+	allowed := next-now <= p.Capacity*interval // never when capped
 	st.Live, st.V[0] = true, next
 	o := gcraOutcome(p, now, next, next+interval, allowed)
 	o.Capped = capped

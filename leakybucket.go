@@ -213,12 +213,13 @@ func leakyHeld(p driver.Params, wait, spare, scale int64) int64 {
 }
 
 // leakyMaxDebt is the largest debt of a leaky bucket, in requests: what
-// it drains in MaxPeriod, at most MaxLimit. Its level then drains within
-// Window + MaxPeriod, so its times stay below 2^53, and every step of the
-// scripts' long divisions below 2^53.
+// it drains in MaxPeriod, at least 1 (a request's drain time, rounded up,
+// may pass MaxPeriod/Capacity) and at most MaxLimit. Its level then drains
+// within 2·(Window + MaxPeriod), so its times stay below 2^53, and every
+// step of the scripts' long divisions below 2^53.
 func leakyMaxDebt(p driver.Params) int64 {
 	q, _ := mulDivRem(p.Rate, maxPeriodMicros, p.Cost)
-	return min(q, MaxLimit)
+	return max(min(q, MaxLimit), 1)
 }
 
 // chargeLeakyBucket pours n requests whether or not they fit, up to

@@ -18,7 +18,13 @@ import (
 // its debt meets its bound: every store must report Capped there, and
 // agree with the model throughout.
 func (ts *suite) testDebtBounds(t *testing.T) {
-	for _, pc := range policies {
+	// The slowest policies too, whose debts are repaid over MaxPeriod.
+	slowest := []policyCase{
+		{"gcra1perMaxPeriod", ratekeeper.GCRA{Rate: 1, Period: ratekeeper.MaxPeriod, Burst: 1}, ratekeeper.MaxPeriod},
+		{"tb1per1yr", ratekeeper.TokenBucket{Capacity: 1, RefillRate: 1, RefillInterval: 365 * 24 * time.Hour}, 365 * 24 * time.Hour},
+		{"lb1perMaxPeriod", ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 1 / ratekeeper.MaxPeriod.Seconds()}, ratekeeper.MaxPeriod},
+	}
+	for _, pc := range append(slowest, policies...) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
 			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {

@@ -227,12 +227,13 @@ end
 
 function charges.gcra(key, n, now, slack, burst, _, interval)
   local tat = gcra_at(key, now)
-  local next_tat = tat + n * interval
-  local allowed = 0
-  if next_tat - now <= burst * interval then allowed = 1 end
+  -- Compared before multiplying: n * interval may pass 2^53.
   local most = now + (burst + gcra_max_debt(interval)) * interval
-  local capped = next_tat > most
-  if capped then next_tat = math.max(tat, most) end
+  local capped = n > math.floor((most - tat) / interval)
+  local next_tat = math.max(tat, most)
+  if not capped then next_tat = tat + n * interval end
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
   local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
   if capped then a = 2 end
@@ -285,9 +286,9 @@ local function lb_held(wait, spare, scale, rate, unit)
 end
 
 -- lb_max_debt is the largest debt: what the bucket drains in MaxPeriod
--- (10 years), at most MaxLimit (10^9) requests.
+-- (10 years), at least 1 and at most MaxLimit (10^9) requests.
 local function lb_max_debt(rate, unit)
-  return math.min(muldiv(rate, 315360000000000, unit), 1000000000)
+  return math.max(math.min(muldiv(rate, 315360000000000, unit), 1000000000), 1)
 end
 
 -- lb_outcome is the answer for a bucket that empties in wait µs, with

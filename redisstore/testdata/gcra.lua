@@ -142,12 +142,13 @@ end
 
 function charges.gcra(key, n, now, slack, burst, _, interval)
   local tat = gcra_at(key, now)
-  local next_tat = tat + n * interval
-  local allowed = 0
-  if next_tat - now <= burst * interval then allowed = 1 end
+  -- Compared before multiplying: n * interval may pass 2^53.
   local most = now + (burst + gcra_max_debt(interval)) * interval
-  local capped = next_tat > most
-  if capped then next_tat = math.max(tat, most) end
+  local capped = n > math.floor((most - tat) / interval)
+  local next_tat = math.max(tat, most)
+  if not capped then next_tat = tat + n * interval end
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
   local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
   if capped then a = 2 end

@@ -143,9 +143,9 @@ local function lb_held(wait, spare, scale, rate, unit)
 end
 
 -- lb_max_debt is the largest debt: what the bucket drains in MaxPeriod
--- (10 years), at most MaxLimit (10^9) requests.
+-- (10 years), at least 1 and at most MaxLimit (10^9) requests.
 local function lb_max_debt(rate, unit)
-  return math.min(muldiv(rate, 315360000000000, unit), 1000000000)
+  return math.max(math.min(muldiv(rate, 315360000000000, unit), 1000000000), 1)
 end
 
 -- lb_outcome is the answer for a bucket that empties in wait µs, with
