@@ -91,6 +91,14 @@ func (b *breaker) failed(err error) {
 	b.probe()
 }
 
+// reachable closes the breaker: Redis answered a call made outside it
+// (the readiness probe).
+func (b *breaker) reachable() {
+	if b != nil {
+		b.down.Store(nil)
+	}
+}
+
 // probe PINGs Redis in the background, unless a probe is running or one
 // started less than probeEvery ago, and opens or closes the breaker by its
 // outcome.
