@@ -176,7 +176,9 @@ func TestStoreErrorHidden(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer dead.Close()
 	var logs bytes.Buffer
-	svc := newService(t, redisstore.New(dead), testConfig, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// go-redis's dial retries outlast the default StoreTimeout, which
+	// would leave only "context deadline exceeded" to log.
+	svc := newService(t, redisstore.New(dead), testConfig, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), StoreTimeout: 5 * time.Second})
 	req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "secret-user")}}
 	_, err := svc.Decide(context.Background(), req)
 	if !errors.Is(err, ErrStoreUnavailable) {

@@ -81,7 +81,19 @@ type Options struct {
 	// store has no state for, and for rate limiting the error log; nil is
 	// time.Now. Decisions take the store's time, never this one.
 	Clock func() time.Time
+	// StoreTimeout bounds the store's part of a decision (see
+	// storeBudget); 0 is DefaultStoreTimeout.
+	StoreTimeout time.Duration
 }
+
+// DefaultStoreTimeout is the longest the store may take to decide a
+// request, when the caller allows more: a decision later than this is of
+// no use to a proxy holding its request.
+const DefaultStoreTimeout = 500 * time.Millisecond
+
+// storeShare is the part of a caller's remaining deadline the store may
+// take: the rest is left to answer by OnStoreError when the store hangs.
+const storeShare = 0.75
 
 // Service decides rate limit requests against a configuration. It is safe
 // for concurrent use; SetConfig swaps the configuration atomically.
@@ -115,6 +127,9 @@ func New(store Store, opts Options) *Service {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
 	}
 	s := &Service{store: store, opts: opts}
 	s.overrides.rules = map[overrideKey]*rule{}
@@ -216,7 +231,17 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if err := s.decide(ctx, ds); err != nil {
+	budget := s.storeBudget(ctx)
+	storeCtx, cancel := context.WithTimeout(ctx, budget)
+	err = s.decide(storeCtx, ds)
+	if err != nil && ctx.Err() == nil && storeCtx.Err() != nil {
+		// The store's budget ended, not the caller's deadline: a store
+		// failure like any other, which must not read as the caller's
+		// DEADLINE_EXCEEDED.
+		err = fmt.Errorf("the store did not answer within %v: %v", budget, err)
+	}
+	cancel()
+	if err != nil {
 		if errors.Is(err, driver.ErrTooManyRequests) {
 			return nil, nil, false, fmt.Errorf("%w: %w", errInvalidRequest, err)
 		}
@@ -228,6 +253,18 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 		return snap, ds, true, nil
 	}
 	return snap, ds, false, nil
+}
+
+// storeBudget is how long the store may take to decide a request: the
+// lesser of StoreTimeout and three quarters of the caller's remaining
+// deadline, so that a store that hangs (a paused Redis) leaves the
+// service time to answer by OnStoreError before the caller gives up.
+func (s *Service) storeBudget(ctx context.Context) time.Duration {
+	budget := s.opts.StoreTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Duration(float64(time.Until(deadline))*storeShare))
+	}
+	return budget
 }
 
 // resolve finds each descriptor's rule, key and hits, applying replaces.
