@@ -57,6 +57,10 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		}
 		return 2
 	}
+	if s.svc.version {
+		printVersion(stdout)
+		return 0
+	}
 	if s.check {
 		return check(s.config, stdout, stderr)
 	}
@@ -118,7 +122,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	}
 	defer closeHooks(parts, logger)
 
-	st, err := openStore(s.redis, s.keyPrefix, certError)
+	st, err := openStore(s.redis, s.keyPrefix, s.svc.memKeys, certError)
 	if err != nil {
 		return err
 	}
@@ -140,7 +144,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	metrics := server.NewMetrics(reg)
 	opts := server.Options{
 		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
-		StopIncrementWhenOverLimit: s.stopIncrement,
+		StopIncrementWhenOverLimit: s.stopIncrement, StoreTimeout: s.svc.storeTimeout,
 	}
 	if s.limitHeaders {
 		opts.LimitHeaders = &server.LimitHeaders{Limit: s.limitHeaderNames[0], Remaining: s.limitHeaderNames[1], Reset: s.limitHeaderNames[2]}
@@ -221,6 +225,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	case err = <-errc:
 	}
 	cancel()
+	logger.Info("shutting down: calls in flight have 5 s to finish")
 	shutdown(g, servers)
 	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 		return err

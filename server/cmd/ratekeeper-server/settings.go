@@ -51,6 +51,8 @@ type settings struct {
 
 	logLevel  string
 	logFormat string
+
+	svc serviceFlags // the store's budget, the in-process store's bound, -version
 }
 
 // grpcTLS is the gRPC server's TLS: off without a certificate.
@@ -170,6 +172,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	fs.BoolVar(&s.forceStart, "force-start", s.forceStart, "start without a valid configuration, and serve once one loads (FORCE_START_WITHOUT_INITIAL_CONFIG)")
 	fs.BoolVar(&s.healthyWithAConfig, "healthy-with-config", s.healthyWithAConfig, "fail /healthcheck and gRPC health while no configuration with a domain is applied (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	s.xds.register(fs)
+	s.svc.register(fs)
 	fs.BoolVar(&s.check, "check", false, "validate the configuration, print every error, and exit: 0 if valid, else 1")
 	fs.StringVar(&s.logLevel, "log-level", s.logLevel, "debug, info, warn or error (LOG_LEVEL)")
 	fs.StringVar(&s.logFormat, "log-format", s.logFormat, "text or json (LOG_FORMAT)")
@@ -178,6 +181,9 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if s.svc.version {
+		return s, nil // -version needs nothing else
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -194,7 +200,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 
 // validate refuses settings that cannot work together.
 func (s *settings) validate() error {
-	var errs []error
+	errs := s.svc.check()
 	s.configType = strings.ToUpper(s.configType)
 	if _, ok := configSources[s.configType]; !ok {
 		errs = append(errs, fmt.Errorf("configuration type %q: this build knows %s", s.configType, strings.Join(sourceNames(), ", ")))

@@ -23,28 +23,31 @@ type store struct {
 	close    func() error
 }
 
-// readyTimeout bounds the PING of a readiness check.
+// readyTimeout bounds a readiness check.
 const readyTimeout = time.Second
 
 // openStore opens the store the Redis settings name, or the in-process
 // store without a Redis URL. It does not contact Redis: the service
 // starts while Redis is down, and is ready once it answers.
-func openStore(r redisSettings, prefix string, onCertError func(error)) (*store, error) {
+func openStore(r redisSettings, prefix string, memKeys int, onCertError func(error)) (*store, error) {
 	if r.url == "" {
-		m := memstore.New()
+		m := memstore.New(memstore.WithMaxKeys(memKeys))
 		return &store{store: m, describe: "in process", close: m.Close}, nil
 	}
 	client, err := redisClient(r, onCertError)
 	if err != nil {
 		return nil, err
 	}
+	rs := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
+	// Ready, not PING: a Redis out of memory answers PING but refuses
+	// every decision; and its success ends the breaker's fail-fast state.
 	ready := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		defer cancel()
-		return client.Ping(ctx).Err()
+		return rs.Ready(ctx)
 	}
 	return &store{
-		store:    redisstore.New(client, redisstore.WithKeyPrefix(prefix)),
+		store:    rs,
 		ready:    ready,
 		describe: r.describe(),
 		close:    client.Close,

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVersion: -version prints the module's version, "devel" in a test
+// binary, and exits 0 without a configuration.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-version"}, noEnv, &out, &errOut); code != 0 {
+		t.Fatalf("-version: exit %d, %s", code, errOut.String())
+	}
+	if got := out.String(); got != "ratekeeper-server devel\n" {
+		t.Errorf("-version printed %q", got)
+	}
+}
+
+// TestServiceFlagsChecked: a store budget or a key bound of 0 is refused.
+func TestServiceFlagsChecked(t *testing.T) {
+	for _, args := range [][]string{{"-store-timeout", "0s"}, {"-memstore-max-keys", "0"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append(args, "-config", "x.yaml"), noEnv, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), args[0]) {
+			t.Errorf("%v: exit %d, %q; want 2 and an error naming %s", args, code, errOut.String(), args[0])
+		}
+	}
+}
+
+// TestShutdownLogged: stopping the service says so, before and after.
+func TestShutdownLogged(t *testing.T) {
+	cfg := t.TempDir() + "/web.yaml"
+	writeFile(t, cfg, oneConfig)
+	log := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-config", cfg, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, noEnv, &bytes.Buffer{}, log)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "msg=serving"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 10 s:\n%s", log.String())
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not stopped 10 s after its context ended")
+	}
+	if s := log.String(); !strings.Contains(s, "shutting down") || !strings.Contains(s, "ratekeeper-server stopped") {
+		t.Errorf("the log does not say it shuts down and stopped:\n%s", s)
+	}
+}
