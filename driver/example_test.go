@@ -33,12 +33,33 @@ func newMapStore(now func() time.Time) *mapStore {
 	return &mapStore{now: now, states: map[stateKey]*driver.State{}}
 }
 
-// Decide checks its input, reads its clock, and runs spec's model on the
-// states of its policies, under the lock.
+// Decide checks its input, then decides in mode Take.
 func (s *mapStore) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
 	if err := driver.CheckRequest(key, spec, n); err != nil {
 		return driver.Decision{}, err
 	}
+	return s.decide(key, spec, n, driver.Take)
+}
+
+// Charge and Refund make the store a driver.Charger, an optional
+// interface that Limiter.Charge and Limiter.Refund look for.
+func (s *mapStore) Charge(_ context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	if err := driver.CheckCharge(key, spec, n); err != nil {
+		return driver.Decision{}, err
+	}
+	return s.decide(key, spec, n, driver.Charge)
+}
+
+func (s *mapStore) Refund(_ context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	if err := driver.CheckCharge(key, spec, n); err != nil {
+		return driver.Decision{}, err
+	}
+	return s.decide(key, spec, n, driver.Refund)
+}
+
+// decide reads the clock, and runs spec's model in mode on the states of
+// its policies, under the lock.
+func (s *mapStore) decide(key string, spec *driver.ValidSpec, n int64, mode driver.Mode) (driver.Decision, error) {
 	now := s.now().UnixMicro()
 	if err := driver.CheckTime(now); err != nil {
 		return driver.Decision{}, err
@@ -54,7 +75,7 @@ func (s *mapStore) Decide(_ context.Context, key string, spec *driver.ValidSpec,
 		}
 		sts[i] = s.states[k]
 	}
-	return spec.Decide(sts, now, n, driver.Take), nil
+	return spec.Decide(sts, now, n, mode), nil
 }
 
 // Reset forgets key's states under spec's policies.

@@ -27,7 +27,7 @@ func (ts *suite) testDebtBounds(t *testing.T) {
 	for _, pc := range append(slowest, policies...) {
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachCharger(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")
@@ -83,7 +83,7 @@ var debtCases = []policyCase{
 func (ts *suite) testChargeIntoDebt(t *testing.T) {
 	for _, pc := range debtCases {
 		t.Run(pc.name, func(t *testing.T) {
-			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachCharger(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k", "never")
@@ -132,7 +132,7 @@ func (ts *suite) testChargeIntoDebt(t *testing.T) {
 
 // testFixedWindowForgetsDebt: a fixed window's debt ends with the window.
 func (ts *suite) testFixedWindowForgetsDebt(t *testing.T) {
-	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+	ts.forEachCharger(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.FixedWindow{Limit: 10, Window: time.Minute})
 		forget(t, lim, "k")
@@ -150,7 +150,7 @@ func (ts *suite) testFixedWindowForgetsDebt(t *testing.T) {
 // testSlidingLogRefundsNewest: a refund takes its units back from the
 // newest entries, so the oldest still leave first.
 func (ts *suite) testSlidingLogRefundsNewest(t *testing.T) {
-	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+	ts.forEachCharger(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 		ctx := context.Background()
 		lim := newLimiter(t, store, ratekeeper.SlidingWindowLog{Limit: 10, Window: time.Minute})
 		forget(t, lim, "k")
@@ -172,7 +172,7 @@ func (ts *suite) testSlidingLogRefundsNewest(t *testing.T) {
 func (ts *suite) testConcurrentCharges(t *testing.T) {
 	for _, pc := range debtCases {
 		t.Run(pc.name, func(t *testing.T) {
-			ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+			ts.forEachCharger(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
 				ctx := context.Background()
 				lim := newLimiter(t, store, pc.policy)
 				forget(t, lim, "k")

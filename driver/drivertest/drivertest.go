@@ -22,7 +22,7 @@
 //     and that a time outside the supported range is an error;
 //   - that input which can never succeed is an error, and takes nothing;
 //   - that Result.Remaining is the most that would pass now;
-//   - Charge and Refund (the store must be a driver.Charger): a debt, its
+//   - Charge and Refund, if the store is a driver.Charger: a debt, its
 //     repayment and its bound, refunds never beyond full, and concurrent
 //     charges that all count. The random sequences draw charges and
 //     refunds among their requests.
@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
 
@@ -96,6 +97,17 @@ var cases = []struct {
 func (ts *suite) forEachStore(t *testing.T, f func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store)) {
 	clock := newClock()
 	f(t, clock, ts.open(t, clock.Now))
+}
+
+// forEachCharger is forEachStore for the tests of Charge and Refund, an
+// optional interface: it skips t when the store is no driver.Charger.
+func (ts *suite) forEachCharger(t *testing.T, f func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store)) {
+	clock := newClock()
+	store := ts.open(t, clock.Now)
+	if _, ok := store.(driver.Charger); !ok {
+		t.Skip("the store is no driver.Charger: it takes no charges or refunds")
+	}
+	f(t, clock, store)
 }
 
 // newLimiter is ratekeeper.New, which must succeed.

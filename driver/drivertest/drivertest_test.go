@@ -29,6 +29,7 @@ func TestBrokenStoresFail(t *testing.T) {
 		fails []string // subtests that must fail; none: the run passes
 	}{
 		{"memstore", nil},
+		{"plain", nil}, // no optional interface: their tests skip
 		{"forgetful", []string{"TokenBucketScenarios", "AllScenario", "RandomEquivalence"}},
 		{"one-wrong", []string{"TokenBucketScenarios", "GCRAScenarios", "RandomEquivalence"}},
 	} {
@@ -38,7 +39,7 @@ func TestBrokenStoresFail(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			if tc.fails == nil {
 				if err != nil {
-					t.Fatalf("the suite fails memstore: %v\n%s", err, out)
+					t.Fatalf("the suite fails a %s store: %v\n%s", tc.store, err, out)
 				}
 				return
 			}
@@ -69,10 +70,15 @@ func TestBrokenStoreChild(t *testing.T) {
 			return forgetful{s}
 		case "one-wrong":
 			return &oneWrong{Store: s}
+		case "plain":
+			return plain{s}
 		}
 		return s
 	})
 }
+
+// plain hides every optional interface of the store it holds.
+type plain struct{ ratekeeper.Store }
 
 // forgetful forgets a key's state before every decision.
 type forgetful struct{ ratekeeper.Store }
