@@ -14,9 +14,11 @@ import (
 // envoy's default Factor, 0.5, so makes every attempt wait Initial.
 // Attempts count from 0 again once a stream has carried a push.
 type Backoff struct {
-	// Initial is the shortest wait (XDS_CLIENT_BACKOFF_INITIAL_INTERVAL).
+	// Initial is the shortest wait (XDS_CLIENT_BACKOFF_INITIAL_INTERVAL);
+	// 0 means 100 ms.
 	Initial time.Duration
-	// Max is the longest wait (XDS_CLIENT_BACKOFF_MAX_INTERVAL).
+	// Max is the longest wait (XDS_CLIENT_BACKOFF_MAX_INTERVAL); 0 means
+	// 10 s. An Initial at or above Max makes every wait Max.
 	Max time.Duration
 	// Factor multiplies the wait at each attempt
 	// (XDS_CLIENT_BACKOFF_RANDOM_FACTOR, so named by envoy); 0 means 2.
