@@ -121,3 +121,43 @@ func ExampleAll() {
 	// allowed=true binding=second remaining=0 | second: 0 left | minute: 3 left
 	// allowed=false binding=second remaining=0 | second: 0 left | minute: 3 left
 }
+
+func ExampleLimiter_Charge() {
+	// A budget of 1,000 LLM tokens per user, refilled at 1,000 per hour.
+	// The tokens a response uses are known only once it is done.
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.TokenBucket{
+		Capacity: 1000, RefillRate: 1000, RefillInterval: time.Hour})
+	ctx := context.Background()
+
+	res, _ := lim.Peek(ctx, "user:7") // before the call: is there budget?
+	fmt.Println(res.Allowed, res.Remaining)
+
+	res, _ = lim.Charge(ctx, "user:7", 1500) // after it: 1,500 used
+	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
+
+	res, _ = lim.Peek(ctx, "user:7") // denied until the debt is repaid
+	fmt.Println(res.Allowed, res.Remaining)
+	// Output:
+	// true 1000
+	// false -500 1h0m0s
+	// false -500
+}
+
+func ExampleLimiter_Refund() {
+	// Reserve a cost up front, then give back what was not used.
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.FixedWindow{Limit: 100, Window: time.Minute})
+	ctx := context.Background()
+
+	res, _ := lim.AllowN(ctx, "job:9", 40) // reserved
+	fmt.Println(res.Allowed, res.Remaining)
+
+	res, _ = lim.Refund(ctx, "job:9", 25) // 15 used
+	fmt.Println(res.Remaining)
+
+	res, _ = lim.Refund(ctx, "job:9", 1000) // never beyond full
+	fmt.Println(res.Remaining)
+	// Output:
+	// true 60
+	// 85
+	// 100
+}

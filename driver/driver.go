@@ -18,8 +18,8 @@
 //
 // Adding an algorithm takes two files: a Go file in the root package (the
 // policy, its checks and its model, registered in an init function), and
-// a Lua file of the same name in redisstore/lua (a function of the same
-// name in the table algorithms). Then go test -run Golden -update in
+// a Lua file of the same name in redisstore/lua (functions of the same
+// name in the tables algorithms, charges and refunds). Then go test -run Golden -update in
 // redisstore writes the scripts Redis will receive to
 // redisstore/testdata, and the conformance suite (driver/drivertest)
 // takes a case for the new policy.
@@ -135,8 +135,13 @@ type Algorithm struct {
 	// Unix epoch, against st, as mode says (see Mode). With Take it
 	// consumes n from st when the request is allowed; with Check it
 	// consumes nothing, and an allowed request reports the state as it
-	// is. It may assume a Spec that passed Check, 1 <= max(n, 1) <= Limit,
-	// and n > 0 with Take.
+	// is. With Charge it consumes n whether or not it fits, up to a debt
+	// it bounds (reporting Capped beyond it), and Allowed reports whether
+	// n fitted; with Refund it gives up to n back, never beyond full, and
+	// reports the state as a Check of cost 1 would. It may assume a Spec
+	// that passed Check, 1 <= max(n, 1) <= Limit with Check and Take,
+	// 1 <= n <= MaxLimit with Charge and Refund, and n > 0 but with
+	// Check.
 	//
 	// A clock that goes back never makes a state's time go back: each
 	// model decides at now or, while now is behind it, at the latest time
