@@ -146,6 +146,7 @@ type decisionKey struct{}
 // decision is what Middleware leaves in a request's context: the key it
 // used and the Result of its decision, for the handler behind it.
 type decision struct {
+	m   *middleware
 	key string
 	res ratekeeper.Result
 }
@@ -210,8 +211,12 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.setFields(w.Header(), res, time.Now())
-	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &decision{key: key, res: res}))
+	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &decision{m: m, key: key, res: res}))
 	if res.Allowed || cost == 0 {
+		if m.refundOn != nil && res.Allowed && cost > 0 {
+			m.serveRefunding(w, r, next, key, cost)
+			return
+		}
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -50,6 +50,7 @@ type config struct {
 	timeout   time.Duration
 	logger    *slog.Logger
 	exempt    func(*http.Request) bool
+	refundOn  func(status int) bool
 }
 
 // WithKeyFunc sets how requests are keyed (default: ClientIP(), the peer's
