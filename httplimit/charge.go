@@ -26,13 +26,7 @@ var ErrNoDecision = errors.New("httplimit: the request was not decided by Middle
 //		httplimit.Charge(r, used)
 //	}
 func Charge(r *http.Request, n int64) (ratekeeper.Result, error) {
-	d, ok := r.Context().Value(decisionKey{}).(*decision)
-	if !ok {
-		return ratekeeper.Result{}, ErrNoDecision
-	}
-	ctx, cancel := d.m.afterwards(r.Context())
-	defer cancel()
-	return d.m.lim.Charge(ctx, d.key, n)
+	return afterwards(r, n, (*ratekeeper.Limiter).Charge)
 }
 
 // Refund gives back up to n to the key Middleware limited r under, as
@@ -40,13 +34,19 @@ func Charge(r *http.Request, n int64) (ratekeeper.Result, error) {
 // that the request did not use. WithRefundOn refunds a request's whole
 // cost by its status.
 func Refund(r *http.Request, n int64) (ratekeeper.Result, error) {
+	return afterwards(r, n, (*ratekeeper.Limiter).Refund)
+}
+
+// afterwards calls op, Charge or Refund, on r's decision: its limiter
+// and key.
+func afterwards(r *http.Request, n int64, op func(*ratekeeper.Limiter, context.Context, string, int64) (ratekeeper.Result, error)) (ratekeeper.Result, error) {
 	d, ok := r.Context().Value(decisionKey{}).(*decision)
 	if !ok {
 		return ratekeeper.Result{}, ErrNoDecision
 	}
 	ctx, cancel := d.m.afterwards(r.Context())
 	defer cancel()
-	return d.m.lim.Refund(ctx, d.key, n)
+	return op(d.m.lim, ctx, d.key, n)
 }
 
 // WithRefundOn refunds the cost of an allowed request when the handler
