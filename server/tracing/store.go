@@ -21,9 +21,15 @@ const (
 
 // Store returns st with each of its decisions traced in a span, a child of
 // the span in the call's context: "ratekeeper.Store/Decide" for one key,
-// "ratekeeper.Store/DecideAll" for several at once.
+// "ratekeeper.Store/DecideAll" for several at once, and
+// "ratekeeper.Store/Charge" and "/Refund". The result is a driver.Charger
+// exactly when st is.
 func (t *Tracer) Store(st server.Store) server.Store {
-	return &tracedStore{Store: st, tracer: t.tracer}
+	ts := &tracedStore{Store: st, tracer: t.tracer}
+	if c, ok := st.(driver.Charger); ok {
+		return &tracedCharger{tracedStore: ts, charger: c}
+	}
+	return ts
 }
 
 // tracedStore is a server.Store whose decisions are traced; Reset passes
@@ -35,9 +41,16 @@ type tracedStore struct {
 
 // Decide implements ratekeeper.Store.
 func (s *tracedStore) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	ctx, span := s.tracer.Start(ctx, "ratekeeper.Store/Decide", trace.WithAttributes(AttrRequests.Int(1)))
+	return s.traced(ctx, "ratekeeper.Store/Decide", func(ctx context.Context) (driver.Decision, error) {
+		return s.Store.Decide(ctx, key, spec, n)
+	})
+}
+
+// traced runs a call on one key in a span of that name.
+func (s *tracedStore) traced(ctx context.Context, name string, call func(context.Context) (driver.Decision, error)) (driver.Decision, error) {
+	ctx, span := s.tracer.Start(ctx, name, trace.WithAttributes(AttrRequests.Int(1)))
 	defer span.End()
-	res, err := s.Store.Decide(ctx, key, spec, n)
+	res, err := call(ctx)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return res, err
@@ -62,6 +75,31 @@ func (s *tracedStore) DecideAll(ctx context.Context, reqs []driver.Request) ([]d
 	span.SetAttributes(AttrDenied.Int(n))
 	return results, nil
 }
+
+// tracedCharger is a tracedStore whose store is a driver.Charger.
+type tracedCharger struct {
+	*tracedStore
+	charger driver.Charger
+}
+
+// Charge implements driver.Charger.
+func (s *tracedCharger) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return s.traced(ctx, "ratekeeper.Store/Charge", func(ctx context.Context) (driver.Decision, error) {
+		return s.charger.Charge(ctx, key, spec, n)
+	})
+}
+
+// Refund implements driver.Charger.
+func (s *tracedCharger) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return s.traced(ctx, "ratekeeper.Store/Refund", func(ctx context.Context) (driver.Decision, error) {
+		return s.charger.Refund(ctx, key, spec, n)
+	})
+}
+
+var (
+	_ server.Store   = (*tracedStore)(nil)
+	_ driver.Charger = (*tracedCharger)(nil)
+)
 
 func denied(r driver.Decision) int {
 	if r.Allowed {

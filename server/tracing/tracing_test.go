@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/config"
@@ -263,5 +265,48 @@ func TestBadConfig(t *testing.T) {
 	_, err := tracing.New(context.Background(), tracing.Config{Protocol: "udp"})
 	if err == nil || !strings.Contains(err.Error(), `"udp"`) {
 		t.Fatalf("protocol udp: %v, want an error naming it", err)
+	}
+}
+
+// plainStore is a server.Store and nothing more: the interface hides
+// the optional methods of the store in it.
+type plainStore struct{ server.Store }
+
+// The traced store is a driver.Charger exactly when its store is, and
+// traces charges and refunds.
+func TestStoreCharger(t *testing.T) {
+	col := otlptest.Start(t, "http")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.Endpoint)
+	tr, err := tracing.New(context.Background(), tracing.Config{SamplingRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	st := memstore.New()
+	defer st.Close()
+	if _, ok := tr.Store(plainStore{st}).(driver.Charger); ok {
+		t.Error("the traced store of a store that is not a driver.Charger is one")
+	}
+	c, ok := tr.Store(st).(driver.Charger)
+	if !ok {
+		t.Fatal("the traced memstore is not a driver.Charger; memstore is")
+	}
+	lim, err := ratekeeper.New(st, ratekeeper.FixedWindow{Limit: 10, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Charge(context.Background(), "k", lim.Spec(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refund(context.Background(), "k", lim.Spec(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ratekeeper.Store/Charge", "ratekeeper.Store/Refund"} {
+		if got := col.Named(name); len(got) != 1 || got[0].Attr("ratekeeper.denied") != "0" {
+			t.Errorf("%s spans: %v, want one that denied none", name, got)
+		}
 	}
 }
