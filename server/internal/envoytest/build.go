@@ -171,6 +171,14 @@ func serverBinary(t testing.TB) string {
 	return serverPath
 }
 
+// ServerBinary returns ratekeeper-server built from this module's source,
+// once per test binary (Run removes it), for tests that start it their
+// own way.
+func ServerBinary(t testing.TB) string {
+	t.Helper()
+	return serverBinary(t)
+}
+
 // buildServer builds cmd/ratekeeper-server into a temporary directory.
 // missing says that the command's directory does not exist.
 func buildServer(timeout time.Duration) (path string, missing bool, err error) {
