@@ -254,7 +254,7 @@ func (r redisSettings) overlay(c common, onCertError func(error)) error {
 	files := r.tlsFiles
 	if !r.tls && *c.tls == nil {
 		if files.Cert != "" || files.CA != "" {
-			return fmt.Errorf("Redis TLS files given for %s, which is not TLS: use rediss:// or REDIS_TLS=true", r.describe())
+			return fmt.Errorf("TLS files for Redis at %s, which is not TLS: use rediss:// or REDIS_TLS=true", r.describe())
 		}
 		return nil
 	}
@@ -266,7 +266,7 @@ func (r redisSettings) overlay(c common, onCertError func(error)) error {
 	}
 	config, err := certs.ClientConfig(files, onCertError)
 	if err != nil {
-		return fmt.Errorf("Redis TLS: %w", err)
+		return fmt.Errorf("TLS to Redis: %w", err)
 	}
 	*c.tls = config
 	return nil
