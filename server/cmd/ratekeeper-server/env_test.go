@@ -13,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 )
 
 // TestSettingsPrecedence checks envoy's variables, their defaults, and
@@ -204,4 +209,36 @@ func waitState(conn *grpc.ClientConn, want connectivity.State, d time.Duration) 
 		}
 	}
 	return true
+}
+
+// TestGRPCMaxStreams holds one stream open on a connection capped at one,
+// and checks that a call on it waits for a free stream.
+func TestGRPCMaxStreams(t *testing.T) {
+	s := start(t, "-config", tlsConfigFile(t), "-grpc-max-streams", "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(s.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first round trip: the stream holds the connection's one slot.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	call, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stop()
+	_, err = rlsv3.NewRateLimitServiceClient(s.conn).ShouldRateLimit(call, &rlsv3.RateLimitRequest{
+		Domain:      "web",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}},
+	})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a second call on a connection of one stream: %v, want it to wait until its deadline", err)
+	}
+	cancel()
+	if _, err := s.ask(t, "web", "user", "u"); err != nil {
+		t.Errorf("once the stream ended: %v", err)
+	}
 }

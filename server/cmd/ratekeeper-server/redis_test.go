@@ -277,3 +277,20 @@ func startSentinel(t *testing.T, primary, primaryPW, sentinelPW string) string {
 	t.Fatal("could not start a Sentinel with a password")
 	return ""
 }
+
+// TestEnvoyRedisKinds reaches a real Redis through a Unix socket and a
+// real Cluster, with envoy's REDIS_SOCKET_TYPE, REDIS_TYPE and REDIS_URL.
+func TestEnvoyRedisKinds(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	redistest.StartServerWith(t, "--unixsocket", sock, "--unixsocketperm", "700")
+	if err := roundTrip(t, redisFrom(t, map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": sock})); err != nil {
+		t.Errorf("REDIS_SOCKET_TYPE=unix: %v", err)
+	}
+	cluster := os.Getenv("RATEKEEPER_REDIS_CLUSTER")
+	if cluster == "" {
+		t.Skip("no test Cluster: run `make test`, which starts one")
+	}
+	if err := roundTrip(t, redisFrom(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "cluster", "REDIS_URL": cluster})); err != nil {
+		t.Errorf("REDIS_TYPE=cluster: %v", err)
+	}
+}
