@@ -63,6 +63,18 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
+// onPath serves h at path alone: 404 elsewhere. The path is envoy's
+// PROMETHEUS_PATH as given, not a ServeMux pattern.
+func onPath(path string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // debugHandler serves Go's profiles, as envoy's DEBUG_PORT does.
 func debugHandler() http.Handler {
 	mux := http.NewServeMux()

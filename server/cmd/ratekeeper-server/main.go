@@ -206,9 +206,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	go func() { errc <- g.Serve(lns[0].ln) }()
 	go func() { errc <- servers[0].Serve(lns[1].ln) }()
 	if ln := lns[2].ln; ln != nil {
-		mux := http.NewServeMux()
-		mux.Handle("GET "+s.metricsPath, metricsHandler(reg))
-		servers = append(servers, httpServer(mux, s.conns))
+		servers = append(servers, httpServer(onPath(s.metricsPath, metricsHandler(reg)), s.conns))
 		go func(h *http.Server) { errc <- h.Serve(ln) }(servers[len(servers)-1])
 	}
 	if ln := lns[3].ln; ln != nil {
