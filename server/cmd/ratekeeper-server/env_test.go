@@ -242,3 +242,18 @@ func TestGRPCMaxStreams(t *testing.T) {
 		t.Errorf("once the stream ended: %v", err)
 	}
 }
+
+// TestPrometheusPathAsGiven serves a PROMETHEUS_PATH that a ServeMux
+// pattern could not be.
+func TestPrometheusPathAsGiven(t *testing.T) {
+	prom := freeAddr(t)
+	startEnv(t, envOf(map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": prom, "PROMETHEUS_PATH": "/stats/{x"}), "-config", tlsConfigFile(t))
+	resp, err := http.Get("http://" + prom + "/stats/%7Bx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("PROMETHEUS_PATH=/stats/{x: %d", resp.StatusCode)
+	}
+}
