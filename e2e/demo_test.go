@@ -250,6 +250,28 @@ func TestDemoPage(t *testing.T) {
 		t.Errorf("the timeline's hint stays after requests (empty %q)", empty)
 	}
 
+	// A job whose cost is known when it is done drives the level below
+	// zero, drawn below the timeline's zero line, and time repays it.
+	page.do("reset", chromedp.Click(chromedp.CSS("#reset")))
+	page.waitJS("the reset", `document.getElementById("scenario-result").textContent.startsWith("Reset")`)
+	page.do("a job of 15",
+		chromedp.SetValue(chromedp.CSS("#job-cost"), "15"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-cost").dispatchEvent(new Event("input"))`),
+		chromedp.Click(chromedp.CSS("#job")))
+	page.waitJS("the job's summary", `/^Job of 15: admitted, then charged 15 when done: −?-?[\d.]+ left, [\d.]+ in debt/.test(document.getElementById("scenario-result").textContent)`)
+	debt := page.number(`Number(document.getElementById("level").dataset.remaining)`)
+	if debt > -10 || debt < -11 {
+		t.Errorf("after a job of 15 on a bucket of 5: %v left, want about -11", debt)
+	}
+	if cls := page.eval(`document.getElementById("gauge").className`); !strings.Contains(cls, "debt") {
+		t.Errorf("the gauge in debt has classes %q", cls)
+	}
+	page.waitJS("the debt below the zero line", `Number(document.getElementById("timeline").dataset.floor) < -10`)
+	time.Sleep(1500 * time.Millisecond)
+	if repaid := page.number(`Number(document.getElementById("level").dataset.remaining)`); repaid <= debt {
+		t.Errorf("the debt went from %v to %v in 1.5 s: not repaid by time", debt, repaid)
+	}
+
 	time.Sleep(700 * time.Millisecond) // some refill on the chart
 	page.checkLayout(wide)
 	page.save("up-1280.png")

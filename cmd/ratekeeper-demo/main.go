@@ -20,6 +20,7 @@
 //
 //	GET  /        the page
 //	POST /test    one request against the limit: {"allowed", "remaining", "config", ...}, 200 or 429
+//	POST /job     a job of cost=N, known when it is done: admitted as /test, then charged N (into debt if need be)
 //	POST /config  change the policy (JSON or form): {"success", "config"} or 400 {"success":false, "error", "field"}
 //	GET  /state   the current level, without consuming: remaining, limit, retry and reset times, backend
 //	GET  /algorithms  each algorithm with its fields: name, label, hint, kind, range and default

@@ -53,6 +53,7 @@ type limiter struct {
 	cfg  config
 	lim  *ratekeeper.Limiter
 	test http.Handler // POST /test, behind httplimit.Middleware
+	job  http.Handler // POST /job, behind the same
 }
 
 func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
@@ -83,6 +84,7 @@ func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
 		static.ServeHTTP(w, r)
 	}), http.MethodGet))
 	s.mux.Handle("/test", allow(http.HandlerFunc(s.handleTest), http.MethodPost))
+	s.mux.Handle("/job", allow(http.HandlerFunc(s.handleJob), http.MethodPost))
 	s.mux.Handle("/config", allow(http.HandlerFunc(s.handleConfig), http.MethodPost))
 	s.mux.Handle("/algorithms", allow(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, algorithms)
@@ -145,7 +147,7 @@ func (s *server) build(cfg config) (*limiter, error) {
 			writeJSON(w, status, testReply{Decision: newDecision(res), Config: cfg})
 		})
 	}
-	l.test = httplimit.Middleware(lim,
+	limit := httplimit.Middleware(lim,
 		httplimit.WithKeyFunc(func(*http.Request) (string, error) { return demoKey, nil }),
 		httplimit.WithDeniedHandler(reply(http.StatusTooManyRequests)),
 		httplimit.WithFailureHandler(func(w http.ResponseWriter, _ *http.Request, _ http.Handler, err error) {
@@ -155,7 +157,9 @@ func (s *server) build(cfg config) (*limiter, error) {
 		}),
 		httplimit.WithLogger(s.logger),
 		httplimit.WithStoreTimeout(storeTimeout),
-	)(reply(http.StatusOK))
+	)
+	l.test = limit(reply(http.StatusOK))
+	l.job = limit(s.jobHandler(cfg))
 	return l, nil
 }
 

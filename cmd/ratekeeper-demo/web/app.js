@@ -21,6 +21,7 @@ const ui = {
   algorithmHelp: $('algorithm-help'), configError: $('config-error'), configStatus: $('config-status'),
   burstForm: $('burst-form'), burstN: $('burst-n'), burst: $('burst'),
   steadyForm: $('steady-form'), steadyR: $('steady-r'), steadyS: $('steady-s'), steady: $('steady'),
+  jobForm: $('job-form'), jobCost: $('job-cost'), job: $('job'),
   scenarioResult: $('scenario-result'), reset: $('reset'), live: $('live'),
 };
 
@@ -64,6 +65,8 @@ function showLevel(remaining, limit, retryMs, resetMs) {
   const share = limit > 0 ? Math.max(0, Math.min(1, remaining / limit)) : 0;
   ui.fill.style.width = `${(share * 100).toFixed(2)}%`;
   ui.gauge.classList.toggle('empty', remaining < 1);
+  ui.gauge.classList.toggle('debt', remaining < 0);
+  ui.level.classList.toggle('debt', remaining < 0);
   ui.gauge.classList.toggle('notched', limit <= 40);
   ui.gauge.style.setProperty('--ticks', String(Math.max(1, limit)));
   ui.gauge.setAttribute('aria-valuemax', String(limit));
@@ -246,6 +249,7 @@ const SCENARIO_FIELDS = {
   'burst-n': { label: 'Requests at once', min: 1, max: 200, whole: true },
   'steady-r': { label: 'Requests per second', min: 0.1, max: 50 },
   'steady-s': { label: 'Seconds', min: 1, max: 60 },
+  'job-cost': { label: "A job's cost", min: 1, max: 1000, whole: true },
 };
 
 // scenarioValue returns the input's number, or null if it is invalid.
@@ -276,6 +280,48 @@ function checkScenario(...inputs) {
     }
   }
   return ok;
+}
+
+function jobLabel() {
+  const n = scenarioValue(ui.jobCost);
+  ui.job.textContent = n === null ? 'Run a job' : `Run a job of ${n}`;
+}
+
+// job runs POST /job: admitted as one request, then charged its cost
+// when done, which may drive the level below zero; time repays it.
+async function job(event) {
+  event.preventDefault();
+  ui.scenarioResult.textContent = '';
+  if (!checkScenario(ui.jobCost)) return;
+  const cost = scenarioValue(ui.jobCost);
+  ui.job.disabled = true;
+  ui.scenarioResult.textContent = `Job of ${cost}: running…`;
+  let resp, body;
+  try {
+    resp = await fetch('/job', { method: 'POST', body: new URLSearchParams({ cost: String(cost) }) });
+    body = await resp.json();
+  } catch {
+    ui.scenarioResult.textContent = `Job of ${cost}: the demo server did not answer.`;
+    ui.job.disabled = false;
+    return;
+  }
+  showHeaders(resp);
+  state.requests.push({ t: now(), allowed: resp.status === 200 });
+  if (resp.status === 200) {
+    state.allowed++;
+    showLevel(body.remaining, body.limit, body.retry_after_ms, body.reset_after_ms);
+    const debt = body.remaining < 0 ? `, ${fmtNumber(-body.remaining)} in debt until time repays it` : '';
+    ui.scenarioResult.textContent = `Job of ${cost}: admitted, then charged ${body.charged} when done: ${fmtNumber(body.remaining)} left${debt}.`;
+  } else if (resp.status === 429) {
+    state.denied++;
+    showLevel(body.remaining, body.limit, body.retry_after_ms, body.reset_after_ms);
+    ui.scenarioResult.textContent = `Job of ${cost}: denied (429), retry ${fmtMs(body.retry_after_ms)}.`;
+  } else {
+    state.failed++;
+    ui.scenarioResult.textContent = `Job of ${cost}: ${body.error || `HTTP ${resp.status}`}`;
+  }
+  showCounts();
+  ui.job.disabled = false;
 }
 
 function burstLabel() {
@@ -487,7 +533,14 @@ function drawTimeline() {
   const allowedY = 184;
   const deniedY = 212;
   const limit = Math.max(1, state.limit);
-  const y = (v) => levelBottom - (Math.max(0, Math.min(limit, v)) / limit) * (levelBottom - top);
+  // A debt draws the level below the zero line: the scale reaches down
+  // to the deepest debt on screen.
+  let floor = 0;
+  for (const s of state.samples) {
+    if (!s.gap && s.t >= t0 - 1000) floor = Math.min(floor, (s.remaining / Math.max(1, s.limit)) * limit);
+  }
+  c.dataset.floor = String(floor);
+  const y = (v) => levelBottom - ((Math.max(floor, Math.min(limit, v)) - floor) / (limit - floor)) * (levelBottom - top);
 
   // Forget what has scrolled out, keeping one sample to start the line.
   while (state.samples.length > 1 && state.samples[1].t < t0) state.samples.shift();
@@ -502,7 +555,7 @@ function drawTimeline() {
   g.strokeStyle = '#d0d7de';
   g.fillStyle = '#57606a';
   g.textAlign = 'right';
-  for (const v of [0, limit / 2, limit]) {
+  for (const v of floor < 0 ? [floor, 0, limit] : [0, limit / 2, limit]) {
     g.beginPath();
     g.moveTo(left, Math.round(y(v)) + 0.5);
     g.lineTo(right, Math.round(y(v)) + 0.5);
@@ -521,7 +574,7 @@ function drawTimeline() {
   g.fillStyle = '#b3261e';
   g.fillText('denied', left - 4, deniedY);
 
-  drawLevel(g, x, y, left, right, levelBottom, limit);
+  drawLevel(g, x, y, left, right, y(0), limit);
   drawRequests(g, x, left, right, allowedY, deniedY);
   // Until this tab sends a request, say where its requests will show.
   const empty = state.allowed + state.denied + state.failed === 0;
@@ -575,8 +628,15 @@ function drawLevel(g, x, y, left, right, levelBottom, limit) {
     g.lineTo(endX, levelBottom);
     g.lineTo(xs(r.points[0].t), levelBottom);
     g.closePath();
+    // levelBottom is the zero line: the area above it is what is left,
+    // the area below it the debt.
+    g.save();
+    g.clip();
     g.fillStyle = 'rgba(47, 129, 247, 0.15)';
-    g.fill();
+    g.fillRect(left, 0, right - left, levelBottom);
+    g.fillStyle = 'rgba(207, 34, 46, 0.25)';
+    g.fillRect(left, levelBottom, right - left, 1000);
+    g.restore();
   }
 }
 
@@ -702,12 +762,15 @@ ui.algorithm.addEventListener('change', () => {
 ui.burstForm.addEventListener('submit', burst);
 ui.burstN.addEventListener('input', burstLabel);
 ui.steadyForm.addEventListener('submit', steady);
+ui.jobForm.addEventListener('submit', job);
+ui.jobCost.addEventListener('input', jobLabel);
 ui.steadyR.addEventListener('input', steadyLabel);
 ui.steadyS.addEventListener('input', steadyLabel);
 document.addEventListener('visibilitychange', () => { if (!document.hidden) poll(); });
 
 burstLabel();
 steadyLabel();
+jobLabel();
 requestAnimationFrame(drawTimeline);
 start();
 
