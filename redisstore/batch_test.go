@@ -34,7 +34,7 @@ func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, driver.Take, sent), ctx: context.Background()}
+	return s.call(context.Background(), alg, key, spec, n, driver.Take, sent)
 }
 
 // TestBatchDecidesLikeSingleCalls sends rounds of requests over a few keys
@@ -78,7 +78,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					exp, err2 := parseReply(spec, want[i].reply)
 					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
 						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
-							round, i, c.keys[0], c.args[0], got, err1, exp, err2)
+							round, i, c.keys[0], c.req.parts[0].n, got, err1, exp, err2)
 					}
 					if exp.Allowed {
 						allowed++

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -60,5 +61,45 @@ func TestEscapeBraces(t *testing.T) {
 		if got := escapeBraces(in); got != want {
 			t.Errorf("escapeBraces(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestArgv: each entry script's ARGV, as its header in lua/ lists it.
+func TestArgv(t *testing.T) {
+	tb, err := testutil.SpecOf(ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := testutil.SpecOf(ratekeeper.All(ratekeeper.Named("a", ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: time.Second}),
+		ratekeeper.Named("b", ratekeeper.FixedWindow{Limit: 5, Window: time.Minute})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, q := tb.Params(), all.Part(1).Params()
+	tbAlg, _ := scriptOf(tb)
+	server, supplied := New(nil), New(nil, WithClock(time.Now))
+	at := time.UnixMicro(1_700_000_000_000_000)
+
+	one := server.call(context.Background(), tbAlg, "k", tb, 3, driver.Take, at)
+	want := []any{int64(3), "", serverClockSlack, p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Take)}
+	if got := one.args(); !reflect.DeepEqual(got, want) {
+		t.Errorf("single.lua on the server's clock: %v, want %v", got, want)
+	}
+	two := supplied.call(context.Background(), tbAlg, "k", tb, 0, driver.Check, at)
+	want = []any{int64(0), at.UnixMicro(), suppliedClockSlack, p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Check)}
+	if got := two.args(); !reflect.DeepEqual(got, want) {
+		t.Errorf("single.lua on a supplied clock: %v, want %v", got, want)
+	}
+	three := server.call(context.Background(), tbAlg, "j", tb, 1, driver.Charge, at)
+	want = []any{serverClockSlack, int64(3), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Take),
+		int64(1), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Charge)}
+	if got := batchArgs([]*call{one, three}); !reflect.DeepEqual(got, want) {
+		t.Errorf("batch.lua: %v, want %v", got, want)
+	}
+	c := supplied.call(context.Background(), allScript, "k", all, 2, driver.Refund, at)
+	want = []any{at.UnixMicro(), suppliedClockSlack, int(driver.Refund), tb.Algorithm(), int64(2), p.Capacity, p.Rate, p.Interval, p.Cost,
+		all.Part(1).Algorithm(), int64(2), q.Capacity, q.Rate, q.Interval, q.Cost}
+	if got := c.args(); !reflect.DeepEqual(got, want) {
+		t.Errorf("all.lua: %v, want %v", got, want)
 	}
 }

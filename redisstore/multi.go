@@ -115,13 +115,13 @@ func (s *Store) multiGroups(reqs []driver.Request, sent time.Time, bySlot bool) 
 			}
 		}
 		if g == len(groups) {
-			groups = append(groups, multiGroup{call: &call{alg: allScript, args: s.allArgs(len(reqs), driver.Take, sent)}})
+			groups = append(groups, multiGroup{call: &call{alg: allScript, req: request{now: s.clockOf(sent), mode: driver.Take}}})
 		}
 		mg := &groups[g]
 		mg.reqs = append(mg.reqs, i)
 		mg.policies += max(r.Spec.NumParts(), 1)
 		mg.call.keys = append(mg.call.keys, s.keys(r.Key, r.Spec)...)
-		mg.call.args = s.appendParts(mg.call.args, r.Spec, r.N)
+		mg.call.req.appendParts(r.Spec, r.N)
 	}
 	return groups
 }

@@ -25,7 +25,7 @@ const maxCombined = 128
 type call struct {
 	alg  *algorithm
 	keys []string
-	args []any
+	req  request // what it decides, from which its ARGV is built
 	// ctx bounds a call sent alone until go-redis sends it (see
 	// Store.Decide); a batch serves many callers, and ignores it.
 	ctx context.Context
@@ -38,14 +38,18 @@ type call struct {
 	abandoned atomic.Bool
 }
 
-// queue coalesces concurrent script calls for one Redis server into
-// pipelines, adding no delay: while fewer than maxFlying round trips are
-// in flight a call is sent at once, alone; calls that arrive meanwhile
-// are queued and sent together as one pipeline when a round trip returns.
-// One goroutine makes one round trip per decision; many share one round
-// trip per batch. A pipeliner has one queue per server (see pipeliner).
+// queue sends script calls to one Redis server, by the end of their
+// callers' contexts. With a limit of round trips in flight, it coalesces
+// concurrent calls into pipelines, adding no delay: while fewer than
+// limit round trips are in flight a call is sent at once, alone; calls
+// that arrive meanwhile are queued and sent together as one pipeline when
+// a round trip returns. One goroutine makes one round trip per decision;
+// many share one round trip per batch. Without a limit (auto-pipelining
+// off), every decision is a round trip of its own. A pipeliner has one
+// queue per server (see pipeliner).
 type queue struct {
 	client redis.UniversalClient
+	limit  int // round trips in flight at most; 0 for no limit
 	// combine: the requests of a batch under one algorithm go as one
 	// script call (see runBatch). Only over a client of one server: in a
 	// cluster, different callers' keys are in different slots, which one
@@ -54,72 +58,80 @@ type queue struct {
 	combine atomic.Bool
 
 	mu      sync.Mutex
-	flying  int     // round trips in flight
+	flying  int     // round trips in flight, under a limit
 	waiting []*call // calls waiting for the next one
 	spare   []*call // the previous batch's array, for reuse
 }
 
-func newQueue(client redis.UniversalClient) *queue {
-	q := &queue{client: client}
+func newQueue(client redis.UniversalClient, limit int) *queue {
+	q := &queue{client: client, limit: limit}
 	_, single := client.(*redis.Client)
-	q.combine.Store(single)
+	q.combine.Store(single && limit > 0)
 	return q
 }
 
 // do sends calls (a decision's: one script call, or several in one
-// pipeline) at once when fewer than maxFlying round trips are in flight;
-// else it queues them for the next batch. It returns when every call has
-// its reply, or with ctx's error if ctx ends first. Calls sent at once run
-// on the caller's goroutine when inline, else on a goroutine of their own
-// (see Store.inline).
+// pipeline) at once, or queues them for the next batch while limit round
+// trips are in flight. It returns when every call has its reply, or with
+// ctx's error if ctx ends first. Calls sent at once run on the caller's
+// goroutine when inline, else on a goroutine of their own (see
+// Store.inline).
 func (q *queue) do(ctx context.Context, calls []*call, inline bool) error {
 	if !inline {
-		q.start(calls)
+		q.start(ctx, calls)
 		return waitAll(ctx, calls)
 	}
-	q.mu.Lock()
-	if q.flying >= maxFlying {
-		q.enqueue(calls)
-		q.mu.Unlock()
+	if !q.reserve(calls) {
 		return waitAll(ctx, calls)
 	}
-	q.flying++
-	q.mu.Unlock()
 	runCalls(ctx, q.client, calls)
 	if batch := q.next(); batch != nil {
-		go q.flush(batch)
+		go q.flush(context.Background(), batch)
 	}
 	return nil
 }
 
-// start sends calls on a goroutine of their own, or queues them, and
-// returns at once: their done channels close when they have their
-// replies.
-func (q *queue) start(calls []*call) {
-	q.mu.Lock()
-	if q.flying >= maxFlying {
-		q.enqueue(calls)
-		q.mu.Unlock()
-		return
-	}
-	q.flying++
-	q.mu.Unlock()
+// start sends calls on a goroutine of their own, bounded by ctx, or
+// queues them, and returns at once: their done channels close when they
+// have their replies. It is the one hand-off of a call to another
+// goroutine.
+func (q *queue) start(ctx context.Context, calls []*call) {
 	for _, c := range calls {
 		c.done = make(chan struct{})
 	}
-	go q.flush(slices.Clone(calls)) // flush reuses its batch's array
+	if q.reserve(calls) {
+		go q.flush(ctx, slices.Clone(calls)) // flush reuses its batch's array
+	}
 }
 
-// enqueue adds calls to the next batch; q.mu is held.
-func (q *queue) enqueue(calls []*call) {
+// reserve counts a round trip in flight for calls, and reports true, if
+// the limit allows one; else it queues calls for the next batch, their
+// done channels made.
+func (q *queue) reserve(calls []*call) bool {
+	if q.limit == 0 {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.flying < q.limit {
+		q.flying++
+		return true
+	}
 	for _, c := range calls {
-		c.done = make(chan struct{})
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
 	}
 	q.waiting = append(q.waiting, calls...)
+	return false
 }
 
-// next takes the queued calls, or marks the queue idle if there are none.
+// next takes the queued calls, or ends a round trip in flight if there
+// are none.
 func (q *queue) next() []*call {
+	if q.limit == 0 {
+		return nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.waiting) == 0 {
@@ -131,13 +143,15 @@ func (q *queue) next() []*call {
 	return batch
 }
 
-// flush sends batches until the queue is empty.
-func (q *queue) flush(batch []*call) {
-	for batch != nil {
+// flush sends batch, bounded by ctx, then the queued batches, bounded by
+// the client's own timeouts (they serve many callers), until the queue is
+// empty.
+func (q *queue) flush(ctx context.Context, batch []*call) {
+	for ; batch != nil; ctx = context.Background() {
 		if len(batch) == 1 {
 			batch[0].run(batch[0].ctx, q.client)
 		} else {
-			if runBatch(context.Background(), q.client, batch, q.combine.Load()) {
+			if runBatch(ctx, q.client, batch, q.combine.Load()) {
 				q.combine.Store(false)
 			}
 		}
@@ -145,9 +159,11 @@ func (q *queue) flush(batch []*call) {
 			close(c.done)
 			batch[i] = nil
 		}
-		q.mu.Lock()
-		q.spare = batch[:0]
-		q.mu.Unlock()
+		if q.limit > 0 {
+			q.mu.Lock()
+			q.spare = batch[:0]
+			q.mu.Unlock()
+		}
 		batch = q.next()
 	}
 }
@@ -161,9 +177,10 @@ func (c *call) run(ctx context.Context, client redis.UniversalClient) {
 		return
 	}
 	var cmd *redis.Cmd
+	args := c.args()
 	send := func(evalsha bool) {
 		retryUnsent(ctx, func() error {
-			cmd = scriptCmd(ctx, evalsha, c.alg.script, c.alg.src, c.keys, c.args)
+			cmd = scriptCmd(ctx, evalsha, c.alg.script, c.alg.src, c.keys, args)
 			return client.Process(ctx, onceCmd{cmd})
 		})
 	}
@@ -222,9 +239,9 @@ func waitAll(ctx context.Context, calls []*call) error {
 // NOSCRIPT (after a SCRIPT FLUSH, a restart or a failover) as EVAL, which
 // loads the script. With combine, the calls of one algorithm go as one
 // call of its batch script, so that Redis runs one script, and reads its
-// clock once, for them all. Errors stay per call. A batch of the
-// pipeliner serves callers with different deadlines: it is given no ctx
-// of theirs, and is bounded by the client's own timeouts.
+// clock once, for them all. Errors stay per call. A batch of queued calls
+// serves callers with different deadlines: it is given no ctx of theirs,
+// and is bounded by the client's own timeouts (see queue.flush).
 //
 // A plain client of a Redis Cluster node refuses a combined call whose
 // keys lie in different slots (CROSSSLOT), before running it: its calls
@@ -313,25 +330,20 @@ func groupCalls(batch []*call, combine bool) []group {
 			}
 			byAlg[j].calls = append(byAlg[j].calls, c)
 		default: // a slice of batch: no allocation per call
-			groups = append(groups, group{calls: batch[i : i+1], script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args})
+			groups = append(groups, group{calls: batch[i : i+1], script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args()})
 		}
 	}
 	for _, same := range byAlg {
 		calls, alg := same.calls, same.calls[0].alg
 		if len(calls) == 1 {
 			c := calls[0]
-			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args})
+			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args()})
 			continue
 		}
-		// ARGV: the slack, then each call's cost, time, parameters and
-		// mode (batch.lua).
 		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
-			keys: make([]string, len(calls)), args: make([]any, 0, 1+len(calls)*7)}
-		g.args = append(g.args, calls[0].args[2])
+			keys: make([]string, len(calls)), args: batchArgs(calls)}
 		for i, c := range calls {
 			g.keys[i] = c.keys[0]
-			g.args = append(g.args, c.args[0], c.args[1])
-			g.args = append(g.args, c.args[3:]...)
 		}
 		groups = append(groups, g)
 	}

@@ -50,7 +50,7 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	now       func() time.Time
-	pipeliner *pipeliner // nil without auto-pipelining
+	pipeliner *pipeliner
 	denies    *denyCache // nil without a deny cache
 	breaker   *breaker   // nil for a cluster client
 	// contextTimeouts: the client bounds each call by its context.
@@ -116,10 +116,7 @@ func WithClock(now func() time.Time) Option {
 // each decision is its own round trip on its own pooled connection.
 func WithAutoPipelining(on bool) Option {
 	return func(s *Store) {
-		s.pipeliner = nil
-		if on {
-			s.pipeliner = newPipeliner(s.client)
-		}
+		s.pipeliner = newPipeliner(s.client, on)
 	}
 }
 
@@ -163,7 +160,7 @@ func (s *Store) DenyCacheHits() int64 {
 // loaded on first use, so an application can start while Redis is down.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultKeyPrefix, contextTimeouts: contextTimeouts(client), breaker: newBreaker(client)}
-	s.pipeliner = newPipeliner(client)
+	s.pipeliner = newPipeliner(client, true)
 	_, single := client.(*redis.Client)
 	s.splitSlots.Store(!single)
 	for _, opt := range opts {
@@ -211,7 +208,7 @@ func (s *Store) decide(ctx context.Context, alg *algorithm, key string, spec *dr
 	if err := s.breaker.check(); err != nil {
 		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
-	c := &call{alg: alg, keys: s.keys(key, spec), args: s.args(spec, n, mode, sent), ctx: ctx}
+	c := s.call(ctx, alg, key, spec, n, mode, sent)
 	err := s.send(ctx, []*call{c})
 	if err == nil {
 		err = c.err
@@ -252,66 +249,16 @@ func (s *Store) inline(ctx context.Context) bool {
 // end of ctx: it returns when every call has its reply or error, or with
 // ctx's error if ctx ends first.
 func (s *Store) send(ctx context.Context, calls []*call) error {
-	inline := s.inline(ctx)
-	if s.pipeliner != nil {
-		return s.pipeliner.do(ctx, calls, inline)
-	}
-	if inline {
-		runCalls(ctx, s.client, calls)
-		return nil
-	}
-	for _, c := range calls {
-		c.done = make(chan struct{})
-	}
-	go func() {
-		// go-redis still watches ctx until the commands are sent (for a
-		// connection, a dial): calls whose caller gave up by then never
-		// reach Redis.
-		runCalls(ctx, s.client, calls)
-		for _, c := range calls {
-			close(c.done)
-		}
-	}()
-	return waitAll(ctx, calls)
+	return s.pipeliner.do(ctx, calls, s.inline(ctx))
 }
 
-// args are the script's ARGV: for one policy, the cost, the time or ""
-// for the server's clock, the expiry slack, the parameters, then the mode;
-// for an All (all.lua), the time, the slack and the mode, then each
-// policy's algorithm, cost and parameters.
-func (s *Store) args(spec *driver.ValidSpec, n int64, mode driver.Mode, sent time.Time) []any {
-	if spec.IsAll() {
-		return s.appendParts(s.allArgs(spec.NumParts(), mode, sent), spec, n)
-	}
-	now, slack := s.clockArgs(sent)
-	p := spec.Params()
-	return []any{n, now, slack, p.Capacity, p.Rate, p.Interval, p.Cost, int(mode)}
-}
-
-// clockArgs are the time the scripts decide at, "" for the server's clock,
-// and the expiry slack that goes with it.
-func (s *Store) clockArgs(sent time.Time) (now any, slack int) {
-	if s.now == nil {
-		return "", serverClockSlack
-	}
-	return sent.UnixMicro(), suppliedClockSlack
-}
-
-// allArgs begins all.lua's ARGV, with room for the given number of
-// policies.
-func (s *Store) allArgs(policies int, mode driver.Mode, sent time.Time) []any {
-	now, slack := s.clockArgs(sent)
-	return append(make([]any, 0, 3+6*policies), now, slack, int(mode))
-}
-
-// appendParts appends to all.lua's ARGV each policy of spec (an All's
-// parts, or spec alone): its algorithm, the cost n and its parameters.
-func (s *Store) appendParts(args []any, spec *driver.ValidSpec, n int64) []any {
-	for _, part := range spec.Policies() {
-		p := part.Params()
-		args = append(args, part.Algorithm(), n, p.Capacity, p.Rate, p.Interval, p.Cost)
-	}
-	return args
+// call is the script call of a decision for key under spec, of cost n in
+// mode, sent at sent.
+func (s *Store) call(ctx context.Context, alg *algorithm, key string, spec *driver.ValidSpec, n int64, mode driver.Mode, sent time.Time) *call {
+	c := &call{alg: alg, keys: s.keys(key, spec), ctx: ctx,
+		req: request{now: s.clockOf(sent), mode: mode, parts: make([]part, 0, max(spec.NumParts(), 1))}}
+	c.req.appendParts(spec, n)
+	return c
 }
 
 func (s *Store) clock() time.Time {

@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/driver"
+)
+
+// request is what one script call decides, typed: each entry script's
+// ARGV is built from it here, and only here (single.lua, all.lua, and
+// batch.lua for several single.lua requests).
+type request struct {
+	// parts are the policies decided, each with its cost: one for
+	// single.lua; for all.lua, every policy of an All, or of the requests
+	// of a DecideAll, decided together.
+	parts []part
+	// now is the time to decide at, in microseconds, or serverClock.
+	now int64
+	// mode is what the request does with its cost: the same for every
+	// policy of an All or a DecideAll.
+	mode driver.Mode
+}
+
+// part is one policy of a request and its cost n.
+type part struct {
+	spec *driver.ValidSpec // never an All
+	n    int64
+}
+
+// serverClock is a request's now when the scripts read the server's clock
+// (TIME). A supplied time is never negative (driver.CheckTime).
+const serverClock = -1
+
+// clockOf is the now of a request sent at sent by s: sent itself with a
+// supplied clock (WithClock), else the server's.
+func (s *Store) clockOf(sent time.Time) int64 {
+	if s.now == nil {
+		return serverClock
+	}
+	return sent.UnixMicro()
+}
+
+// appendParts adds each policy of spec (an All's parts, or spec alone)
+// with cost n to r.
+func (r *request) appendParts(spec *driver.ValidSpec, n int64) {
+	for _, p := range spec.Policies() {
+		r.parts = append(r.parts, part{spec: p, n: n})
+	}
+}
+
+// clock is what the scripts take for r's time: its microseconds, or ""
+// for the server's clock; and the expiry slack that goes with it.
+func (r *request) clock() (now any, slack int) {
+	if r.now == serverClock {
+		return "", serverClockSlack
+	}
+	return r.now, suppliedClockSlack
+}
+
+// singleArgs is single.lua's ARGV: the cost, the time, the expiry slack,
+// the policy's parameters, then the mode.
+func (r *request) singleArgs() []any {
+	now, slack := r.clock()
+	p := r.parts[0]
+	return append(appendParams(append(make([]any, 0, 8), p.n, now, slack), p.spec), int(r.mode))
+}
+
+// allArgs is all.lua's ARGV: the time, the expiry slack and the mode,
+// then each policy's algorithm, cost and parameters.
+func (r *request) allArgs() []any {
+	now, slack := r.clock()
+	args := append(make([]any, 0, 3+6*len(r.parts)), now, slack, int(r.mode))
+	for _, p := range r.parts {
+		args = appendParams(append(args, p.spec.Algorithm(), p.n), p.spec)
+	}
+	return args
+}
+
+// args is c's ARGV, that of its entry script.
+func (c *call) args() []any {
+	if c.alg == allScript {
+		return c.req.allArgs()
+	}
+	return c.req.singleArgs()
+}
+
+// batchArgs is batch.lua's ARGV for calls of single.lua, of one store and
+// so of one expiry slack: the slack, then each request's cost, time,
+// parameters and mode.
+func batchArgs(calls []*call) []any {
+	_, slack := calls[0].req.clock()
+	args := append(make([]any, 0, 1+7*len(calls)), slack)
+	for _, c := range calls {
+		now, _ := c.req.clock()
+		p := c.req.parts[0]
+		args = append(appendParams(append(args, p.n, now), p.spec), int(c.req.mode))
+	}
+	return args
+}
+
+// appendParams appends the parameters of spec, one policy, to args, in
+// the order every script takes them.
+func appendParams(args []any, spec *driver.ValidSpec) []any {
+	p := spec.Params()
+	return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)
+}
