@@ -187,9 +187,9 @@ func leakyOutcome(p driver.Params, wait, spare, fits int64, allowed bool) outcom
 	if wait <= (capacity+spare)/rate { // the level fits: capacity − level ticks
 		remaining = mulDiv(capacity-(wait*rate-spare), driver.Unit, unit)
 	} else {
-		// In debt, at most leakyMaxDebt (a clock gone back may put the
-		// level higher than any debt).
-		remaining = max((capacity/unit)*driver.Unit-leakyHeld(p, wait, spare, driver.Unit), -leakyMaxDebt(p)*driver.Unit)
+		// In debt, at most MaxLimit requests (a clock gone back may put
+		// the level higher than any debt).
+		remaining = max((capacity/unit)*driver.Unit-leakyHeld(p, wait, spare, driver.Unit), -MaxLimit*driver.Unit)
 	}
 	return outcome{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: wait}
 }

@@ -92,9 +92,15 @@ end
 -- Prepended, after lib.lua, to the scripts that need it.
 
 -- floor(a * b / c) for a < 2^31 and b, c < 2^50, whose product may pass
--- 2^53: long division over the bits of a keeps every term below 2^52.
--- Also the remainder, a * b - floor(a * b / c) * c.
+-- 2^53: long division over the bits of a keeps every term below 2^52
+-- (a product below 2^53 is divided at once). Also the remainder,
+-- a * b - floor(a * b / c) * c.
 local function muldiv(a, b, c)
+  local p = a * b -- exact below 2^53, and at least 2^53 otherwise
+  if p < 9007199254740992 then
+    local q = math.floor(p / c)
+    return q, p - q * c
+  end
   local whole = math.floor(b / c)
   local frac = b - whole * c
   local q, r = 0, 0 -- a * frac = q * c + r, built bit by bit
@@ -130,16 +136,30 @@ end
 -- lb_held returns ceil(level * scale / unit) for the level of a bucket
 -- that empties in wait µs with spare ticks, wait * rate - spare, which
 -- may pass 2^53: the requests it holds, rounded up, at scale 1 or in
--- millionths.
+-- millionths (10^6).
 local function lb_held(wait, spare, scale, rate, unit)
   local q, r = muldiv(rate, wait, unit) -- wait * rate = q * unit + r
   if q > 1099511627776 then q = 1099511627776 end -- 2^40: only for a clock gone back decades
-  if r >= spare then
-    local d, e = muldiv(scale, r - spare, unit)
-    if e > 0 then d = d + 1 end
-    return q * scale + d
+  local x = r - spare -- above -rate, below unit
+  if scale == 1 then
+    if x > 0 then return q + 1 end
+    return q - math.floor(-x / unit)
   end
-  return q * scale - muldiv(scale, spare - r, unit)
+  -- floor(|x| * 10^6 / unit): whole requests, and six digits of long
+  -- division (each remainder below unit <= 2^49, times 10 below 2^53).
+  local neg = x < 0
+  if neg then x = -x end
+  local whole = math.floor(x / unit)
+  local rem, frac = x - whole * unit, 0
+  for _ = 1, 6 do
+    rem = rem * 10
+    local d = math.floor(rem / unit)
+    frac, rem = frac * 10 + d, rem - d * unit
+  end
+  frac = whole * 1000000 + frac
+  if neg then return q * scale - frac end
+  if rem > 0 then frac = frac + 1 end
+  return q * scale + frac
 end
 
 -- lb_max_debt is the largest debt: what the bucket drains in MaxPeriod
@@ -154,10 +174,10 @@ local function lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
   local retry_after = 0
   if allowed == 0 then retry_after = wait - fits end
   if wait > math.floor((capacity + spare) / rate) then
-    -- In debt, at most lb_max_debt (a clock gone back may put the level
-    -- higher than any debt).
+    -- In debt, at most MaxLimit (10^9) requests (a clock gone back may
+    -- put the level higher than any debt).
     local remaining = (capacity / unit) * 1000000 - lb_held(wait, spare, 1000000, rate, unit)
-    return allowed, math.max(remaining, -lb_max_debt(rate, unit) * 1000000), retry_after, wait
+    return allowed, math.max(remaining, -1000000000000000), retry_after, wait
   end
   -- capacity - level, in ticks; then in millionths of a request, rounded
   -- down: whole requests, and six digits of long division (r < unit <=
@@ -204,7 +224,10 @@ function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
   local wait = empty - now
   local allowed = 0
   if n <= limit and wait <= math.floor((capacity - n * unit + spare) / rate) then allowed = 1 end
-  local pour = math.max(math.min(n, limit + lb_max_debt(rate, unit) - lb_held(wait, spare, 1, rate, unit)), 0)
+  local pour, held = n, lb_held(wait, spare, 1, rate, unit)
+  if held + n > limit + 1 then -- the debt may pass its bound, at least 1
+    pour = math.max(math.min(n, limit + lb_max_debt(rate, unit) - held), 0)
+  end
   -- pour * unit = q * rate + r: the bucket empties q or q + 1 µs later.
   local q, r = muldiv(pour, unit, rate)
   if r > spare then

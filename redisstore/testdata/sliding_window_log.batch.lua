@@ -208,15 +208,17 @@ function charges.sliding_window_log(key, n, now, slack, limit, _, window)
   if take > 0 then
     -- A window of limit entries adds to its newest, which then counts
     -- from now: the log never holds more than limit entries.
-    local kept = redis.call('ZCARD', key) - first
+    -- A window holds at most used entries: it is counted only when it
+    -- may hold limit.
+    local full = used >= limit and redis.call('ZCARD', key) - first >= limit
     local merged
-    last_at, merged = log_add(key, last_at, last_start, last_cost, take, now, kept >= limit)
-    used = used + take
-    if kept == 0 then
+    last_at, merged = log_add(key, last_at, last_start, last_cost, take, now, full)
+    if not first_at then
       first_at, first_start = last_at, 0
-    elseif kept == 1 and merged then
+    elseif merged and first_start == last_start then
       first_at = last_at -- the oldest entry is the newest, moved
     end
+    used = used + take
   end
   local retry_after = 0
   if allowed == 0 then

@@ -12,7 +12,8 @@
 // Redis and Rust" (a hash written with HMSET on every call, the client's
 // clock, no expiry) is measured alongside as a baseline.
 // Every policy grants -limit requests per minute (default 100). The timed
-// part runs -runs times and the table gives the median.
+// part runs -runs times and the table gives the median. With -mode charge
+// or refund, each timed decision is a Charge or a Refund of 1 instead.
 //
 // algostats runs CONFIG RESETSTAT and reads server-wide statistics, so give
 // it a Redis of its own, for example from the repository root:
@@ -62,6 +63,7 @@ func main() {
 	callers := flag.Int("callers", 1000, "distinct callers the decisions are spread over")
 	runs := flag.Int("runs", 5, "timed runs; the table gives the median")
 	limit := flag.Int("limit", 100, "requests per minute that every policy grants")
+	flag.StringVar(&costMode, "mode", "take", "what each timed decision is: take (Allow), charge (Charge of 1) or refund (Refund of 1, after a Charge of 1 that is not timed)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("algostats: ")
@@ -70,6 +72,9 @@ func main() {
 	}
 	if *n <= 0 || *callers <= 0 || *runs <= 0 || *limit <= 0 {
 		log.Fatal("-n, -callers, -runs and -limit must be positive")
+	}
+	if _, ok := modes[costMode]; !ok {
+		log.Fatalf("-mode %q: want take, charge or refund", costMode)
 	}
 	// Redis counts usec in wall-clock time, which grows whenever the client
 	// takes its core: kept to one core, the client leaves Redis the other.
@@ -177,6 +182,9 @@ type subject struct {
 	keys func(caller string) []string
 	// allow decides one request of cost 1.
 	allow func(ctx context.Context, caller string) (bool, error)
+	// decide is the timed decision of -mode (allow if nil), and prepare,
+	// if not nil, what comes before it, untimed.
+	decide, prepare func(ctx context.Context, caller string) (bool, error)
 	// load loads the script, so that every measured decision is an EVALSHA.
 	load func(ctx context.Context) error
 }
@@ -213,11 +221,16 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 				res, err := lim.Allow(ctx, caller)
 				return res.Allowed, err
 			},
+			decide:  modes[costMode].decide(lim),
+			prepare: modes[costMode].prepare(lim),
 			load: func(ctx context.Context) error {
 				_, err := lim.Peek(ctx, "user:warm-up")
 				return err
 			},
 		})
+	}
+	if costMode != "take" {
+		return subjects, nil // the guide's script has no charges
 	}
 	return append(subjects, guideSubject(rdb, limit)), nil
 }
@@ -317,12 +330,23 @@ func measureCost(ctx context.Context, rdb *redis.Client, s subject, callers []st
 	if err := s.load(ctx); err != nil {
 		return cost{}, err
 	}
+	decide := s.allow
+	if s.decide != nil {
+		decide = s.decide
+	}
+	if s.prepare != nil {
+		for _, i := range seq {
+			if _, err := s.prepare(ctx, callers[i]); err != nil {
+				return cost{}, err
+			}
+		}
+	}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		return cost{}, err
 	}
 	allowed := 0
 	for _, i := range seq {
-		ok, err := s.allow(ctx, callers[i])
+		ok, err := decide(ctx, callers[i])
 		if err != nil {
 			return cost{}, err
 		}
