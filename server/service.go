@@ -234,10 +234,11 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 	budget := s.storeBudget(ctx)
 	storeCtx, cancel := context.WithTimeout(ctx, budget)
 	err = s.decide(storeCtx, ds)
-	if err != nil && ctx.Err() == nil && storeCtx.Err() != nil {
+	if err != nil && ctx.Err() == nil && (storeCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
 		// The store's budget ended, not the caller's deadline: a store
 		// failure like any other, which must not read as the caller's
-		// DEADLINE_EXCEEDED.
+		// DEADLINE_EXCEEDED. (A connection's read deadline, set to the
+		// budget's, may fire before the context's timer does.)
 		err = fmt.Errorf("the store did not answer within %v: %v", budget, err)
 	}
 	cancel()
