@@ -45,7 +45,7 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		st := s.status(d)
 		resp.Statuses[i] = st
 		if d.rule == nil {
-			s.opts.Metrics.unmatched(snap, domain)
+			snap.labels.unmatched(domain, snap.cfg.HasDomain(domain))
 			continue
 		}
 		m := d.rule.metrics

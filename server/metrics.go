@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,9 @@ type Metrics struct {
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
 	panics       prometheus.Counter
+
+	mu     sync.Mutex
+	labels map[labelPair]bool // the labels of the configuration in use
 }
 
 // NewMetrics registers the service's metrics with reg.
@@ -72,6 +76,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// MaxRuleLabels bounds the rules of a configuration that get labels of
+// their own: the first MaxRuleLabels rules, in the order of their domains'
+// names and then of their keys, are counted under their domain and name;
+// the others under rule OtherLabel, and, beyond as many domains, domain
+// OtherLabel too. So a configuration of any size makes at most about
+// 7 × MaxRuleLabels series.
+const MaxRuleLabels = 1000
+
+// OtherLabel is the label of the rules and domains beyond MaxRuleLabels.
+const OtherLabel = "_other"
+
 // ruleMetrics are one rule's counters, resolved once per configuration.
 type ruleMetrics struct {
 	ok, over, shadowOver, notTaken, unlimited prometheus.Counter
@@ -107,17 +122,95 @@ func (rm *ruleMetrics) count(outcome string) {
 	}
 }
 
-// unmatched counts a descriptor no rule applied to. Unknown domains are
-// counted under the domain label "", so that callers cannot grow the
-// label set.
-func (m *Metrics) unmatched(snap *snapshot, domain string) {
+// labelPair is a domain and rule label.
+type labelPair struct{ domain, rule string }
+
+// labelling is the labels of one configuration: which rules and domains
+// have their own, and the counters of descriptors that no rule matched.
+// It is made before the configuration is used, and read only after.
+type labelling struct {
+	m       *Metrics
+	pairs   map[labelPair]bool
+	domains map[string]bool // the domains with a label of their own
+	rules   int             // rules labelled so far
+	// noRule counts unmatched descriptors by domain label.
+	noRule map[string]prometheus.Counter
+}
+
+// labelling starts the labels of a configuration of domains (in order).
+func (m *Metrics) labelling(domains []string) *labelling {
+	l := &labelling{m: m, pairs: map[labelPair]bool{}, domains: map[string]bool{}, noRule: map[string]prometheus.Counter{}}
+	if m == nil {
+		return l
+	}
+	// Unknown domains are counted under "", so that callers cannot grow
+	// the label set; overrides under their own name.
+	labels := []string{""}
+	l.pairs[labelPair{"", "override"}] = true
+	for i, d := range domains {
+		if i == MaxRuleLabels {
+			labels = append(labels, OtherLabel)
+			break
+		}
+		l.domains[d] = true
+		labels = append(labels, d)
+	}
+	for _, d := range labels {
+		l.noRule[d] = m.decisions.WithLabelValues(d, "", outcomeNoRule)
+		l.pairs[labelPair{d, ""}] = true
+	}
+	return l
+}
+
+// domain is a domain's label.
+func (l *labelling) domain(d string) string {
+	if d == "" || l.domains[d] {
+		return d
+	}
+	return OtherLabel
+}
+
+// rule returns the counters of the next rule of the configuration.
+func (l *labelling) rule(domain, name string) *ruleMetrics {
+	if l.m == nil {
+		return nil
+	}
+	p := labelPair{l.domain(domain), name}
+	if l.rules >= MaxRuleLabels {
+		p.rule = OtherLabel
+	}
+	l.rules++
+	l.pairs[p] = true
+	return l.m.rule(p.domain, p.rule)
+}
+
+// unmatched counts a descriptor that no rule applied to, in a domain the
+// configuration knows or not.
+func (l *labelling) unmatched(domain string, known bool) {
+	if l == nil || l.m == nil {
+		return
+	}
+	if !known {
+		domain = ""
+	}
+	l.noRule[l.domain(domain)].Inc()
+}
+
+// retire deletes the series of the labels that the previous configuration
+// had and l does not: the rules a reload removed stop being exported.
+func (m *Metrics) retire(l *labelling) {
 	if m == nil {
 		return
 	}
-	if !snap.cfg.HasDomain(domain) {
-		domain = ""
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := range m.labels {
+		if !l.pairs[p] {
+			m.decisions.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
+			m.shadow.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
+		}
 	}
-	m.decisions.WithLabelValues(domain, "", outcomeNoRule).Inc()
+	m.labels = l.pairs
 }
 
 func (m *Metrics) storeLatency(d time.Duration) {

@@ -49,10 +49,10 @@ func (r *rule) replaceable(replaced map[string]bool) bool {
 	return r.cfg.ExplicitName && !r.override && replaced[r.cfg.Name]
 }
 
-// compile prepares a configured rule.
-func (s *Service) compile(r *config.Rule) (*rule, error) {
+// compile prepares a configured rule, counted under the labels l gives it.
+func (s *Service) compile(r *config.Rule, l *labelling) (*rule, error) {
 	c := &rule{cfg: r, shadow: r.Shadow || s.opts.Shadow, block: r.BlocksAll(),
-		metrics: s.opts.Metrics.rule(r.Domain, r.Name)}
+		metrics: l.rule(r.Domain, r.Name)}
 	if r.Unlimited {
 		return c, nil
 	}

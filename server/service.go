@@ -103,6 +103,7 @@ type Service struct {
 
 	current atomic.Pointer[snapshot]
 	gen     atomic.Uint64
+	setMu   sync.Mutex // one SetConfig at a time swaps and retires
 
 	overrides overrideCache
 	errLog    errorLog
@@ -111,9 +112,10 @@ type Service struct {
 // snapshot is one configuration with everything the hot path needs
 // prepared: each rule's validated spec and response fields.
 type snapshot struct {
-	cfg   *config.Config
-	gen   uint64
-	rules map[*config.Rule]*rule
+	cfg    *config.Config
+	gen    uint64
+	rules  map[*config.Rule]*rule
+	labels *labelling // its metrics' labels
 }
 
 // ErrNoConfig is returned by Decide before any configuration is set.
@@ -140,18 +142,22 @@ func New(store Store, opts Options) *Service {
 // It fails, keeping the current one, if a rule's policy cannot be made
 // into a limiter (config.Load has validated them, so this is a bug).
 func (s *Service) SetConfig(cfg *config.Config) error {
-	snap := &snapshot{cfg: cfg, rules: map[*config.Rule]*rule{}}
-	for _, domain := range cfg.Domains() {
+	domains := cfg.Domains()
+	snap := &snapshot{cfg: cfg, rules: map[*config.Rule]*rule{}, labels: s.opts.Metrics.labelling(domains)}
+	for _, domain := range domains {
 		for _, r := range cfg.Rules(domain) {
-			compiled, err := s.compile(r)
+			compiled, err := s.compile(r, snap.labels)
 			if err != nil {
 				return err
 			}
 			snap.rules[r] = compiled
 		}
 	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
 	snap.gen = s.gen.Add(1)
 	s.current.Store(snap)
+	s.opts.Metrics.retire(snap.labels)
 	s.opts.Metrics.configLoaded(snap.gen)
 	return nil
 }
