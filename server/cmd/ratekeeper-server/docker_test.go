@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
 // repoRoot is the repository's root, three levels above this package.
@@ -171,9 +173,10 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
-// TestMain removes the image binary's directory once the tests are done.
+// TestMain removes the image binary's directory once the tests are done,
+// and reports the tests that skipped for want of Redis.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := redistest.Run(m)
 	if imageBin != "" {
 		os.RemoveAll(filepath.Dir(imageBin))
 	}
