@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
@@ -20,7 +22,8 @@ import (
 // under load from two groups of callers: one on a key that master serves,
 // one on keys of the two others, each call with a 200 ms deadline, by
 // Allow and by DecideAll, with and without auto-pipelining, on a go-redis
-// cluster client with its default settings. While the master is down,
+// cluster client with its default settings, and with ContextTimeoutEnabled
+// (then a call runs on its caller's goroutine). While the master is down,
 // the calls on the live masters' keys meet their deadline: a decision
 // waits only for the nodes that serve its keys. Were they held up by the
 // dead master, every one would fail; the test allows 1% to fail, for a
@@ -29,9 +32,13 @@ import (
 // dead key's time to fail during the outage.
 func TestClusterMasterDown(t *testing.T) {
 	for _, fault := range []string{"killed", "paused"} {
-		for _, pipelining := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/pipelining=%v", fault, pipelining), func(t *testing.T) {
-				clusterMasterDown(t, fault, pipelining)
+		for _, mode := range []struct {
+			name        string
+			pipelining  bool
+			ctxTimeouts bool
+		}{{"pipelined", true, false}, {"unpipelined", false, false}, {"pipelined, ContextTimeoutEnabled", true, true}} {
+			t.Run(fault+"/"+mode.name, func(t *testing.T) {
+				clusterMasterDown(t, fault, mode.pipelining, redis.ClusterOptions{ContextTimeoutEnabled: mode.ctxTimeouts})
 			})
 		}
 	}
@@ -45,7 +52,7 @@ type clusterCall struct {
 	err        error
 }
 
-func clusterMasterDown(t *testing.T, fault string, pipelining bool) {
+func clusterMasterDown(t *testing.T, fault string, pipelining bool, opt redis.ClusterOptions) {
 	const (
 		callers  = 8 // per group, and a quarter as many by DecideAll
 		deadline = 200 * time.Millisecond
@@ -53,7 +60,7 @@ func clusterMasterDown(t *testing.T, fault string, pipelining bool) {
 		outage   = 2 * time.Second
 	)
 	cluster := redistest.StartCluster(t, 3)
-	client := cluster.Client()
+	client := cluster.Client(opt)
 	store := redisstore.New(client, redisstore.WithAutoPipelining(pipelining))
 	policy := ratekeeper.GCRA{Rate: 1000, Period: time.Second, Burst: 1000}
 	lim := newLimiter(t, store, policy)

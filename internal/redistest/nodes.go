@@ -88,10 +88,12 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Client returns a cluster client of c with go-redis's default settings,
-// closed when the test ends.
-func (c *Cluster) Client() *redis.ClusterClient {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+// Client returns a cluster client of c with the options opt (go-redis's
+// defaults for a zero opt), its Addrs those of c, closed when the test
+// ends.
+func (c *Cluster) Client(opt redis.ClusterOptions) *redis.ClusterClient {
+	opt.Addrs = c.Addrs()
+	client := redis.NewClusterClient(&opt)
 	c.t.Cleanup(func() { client.Close() })
 	return client
 }
