@@ -202,12 +202,14 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 			handler = p.wrapHTTP(handler)
 		}
 	}
-	servers := []*http.Server{httpServer(handler, s.conns)}
+	api := httpServer(handler, s.conns)
+	servers := []*http.Server{api}
 	go func() { errc <- g.Serve(lns[0].ln) }()
-	go func() { errc <- servers[0].Serve(lns[1].ln) }()
+	go func() { errc <- api.Serve(lns[1].ln) }()
 	if ln := lns[2].ln; ln != nil {
-		servers = append(servers, httpServer(onPath(s.metricsPath, metricsHandler(reg)), s.conns))
-		go func(h *http.Server) { errc <- h.Serve(ln) }(servers[len(servers)-1])
+		h := httpServer(onPath(s.metricsPath, metricsHandler(reg)), s.conns)
+		servers = append(servers, h)
+		go func() { errc <- h.Serve(ln) }()
 	}
 	if ln := lns[3].ln; ln != nil {
 		// Profiles take longer than a request: no write timeout here.
