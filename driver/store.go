@@ -30,13 +30,23 @@ type Store interface {
 
 // MultiDecider is a Store that decides requests on several keys together,
 // all or nothing: if every request is allowed, each takes its N; if any
-// is denied, none takes anything. A request of N 0 only looks, and never
-// denies the others. The i-th Decision is request i's own: allowed, in a
-// batch that another request denied, it reports the state as a peek of
-// cost N would, nothing taken. Requests are decided in order, and a state
-// shared by two requests (one key under one policy) decides the second as
-// if the first had taken. The requests pass CheckRequests, which the store
-// checks; no request returns nil, nil.
+// is denied, none takes anything. A request of N 0 only looks, and denies
+// the others only when its key is in debt (Remaining below zero). The
+// i-th Decision is request i's own: allowed, in a batch that another
+// request denied, it reports the state as a peek of cost N would, nothing
+// taken. Requests are decided in order, and a state shared by two
+// requests (one key under one policy) decides the second as if the first
+// had taken. The requests pass CheckRequests, which the store checks; no
+// request returns nil, nil.
+//
+// A request's Mode makes it an exception to all or nothing. A Charge
+// always takes its N, as Charger.Charge does, and denies the others when
+// N does not fit. A Refund always gives its N back, as Charger.Refund
+// does, and never denies. A Take with ChargeOver denies the others when
+// it does not fit, and then each of its policies that N does not fit is
+// charged N. When a decision is denied and two requests share a state,
+// the states are put back as they were, then the charges and refunds are
+// made again, in order.
 type MultiDecider interface {
 	DecideAll(ctx context.Context, reqs []Request) ([]Decision, error)
 }
@@ -177,7 +187,25 @@ func CheckRequest(key string, spec *ValidSpec, n int64) error {
 type Request struct {
 	Key  string
 	Spec *ValidSpec // may be an All spec
-	N    int64      // 0 peeks this key, and never denies the others
+	N    int64      // 0 peeks this key (see MultiDecider)
+	// Mode is what the request does with N, beside the others: Take
+	// takes N only if every request of the decision is allowed; Charge
+	// always takes N, and may go into debt; Refund always gives N back.
+	// The zero Mode, Check, stands for Take here: a request looks only
+	// with N = 0.
+	Mode Mode
+	// ChargeOver, with Take, charges N to each of the request's policies
+	// that N does not fit, rather than taking nothing, while one that N
+	// fits still takes nothing when another denies.
+	ChargeOver bool
+}
+
+// Act returns what the request does: its Mode, with Check read as Take.
+func (r Request) Act() Mode {
+	if r.Mode == Check {
+		return Take
+	}
+	return r.Mode
 }
 
 // Bounds of a multi-key decision, which one script call makes: about as
@@ -195,7 +223,8 @@ const (
 var ErrTooManyRequests = errors.New("ratekeeper: too many requests in one decision")
 
 // CheckRequests checks a multi-key decision for a store: at most
-// MaxRequests requests, each of which passes CheckRequest, and at most
+// MaxRequests requests, each of which passes CheckRequest (CheckCharge
+// for a Charge or a Refund), with a Mode of its own, and at most
 // MaxRequestPolicies policies in all. An error of CheckRequest comes back
 // with the request's index; one of the bounds wraps ErrTooManyRequests.
 func CheckRequests(reqs []Request) error {
@@ -204,7 +233,18 @@ func CheckRequests(reqs []Request) error {
 	}
 	policies := 0
 	for i, r := range reqs {
-		if err := CheckRequest(r.Key, r.Spec, r.N); err != nil {
+		var err error
+		switch m := r.Act(); {
+		case m > Refund:
+			err = fmt.Errorf("driver: invalid %s", m)
+		case r.ChargeOver && m != Take:
+			err = fmt.Errorf("driver: ChargeOver with %s: it applies to Take", m)
+		case m == Take:
+			err = CheckRequest(r.Key, r.Spec, r.N)
+		default:
+			err = CheckCharge(r.Key, r.Spec, r.N)
+		}
+		if err != nil {
 			return fmt.Errorf("%w (request %d)", err, i)
 		}
 		policies += max(r.Spec.NumParts(), 1)

@@ -13,8 +13,10 @@ import (
 const multiAttempts = 3
 
 // DecideAll decides reqs together, atomically: if every request is
-// allowed, each takes its N; if any is denied, none takes anything. A request
-// of N 0 only looks: it takes nothing, so it never denies the others.
+// allowed, each takes its N; if any is denied, none takes anything, but
+// the charges and refunds that requests' Modes ask for (see
+// driver.MultiDecider, which says how they count). A request of N 0 only
+// looks: it takes nothing, and denies the others only in debt.
 // The i-th Decision is request i's own: for a request allowed in a batch
 // that another denied, Allowed is true and the Decision reports the state
 // as a peek of cost N would, nothing taken. An All spec in a request
@@ -66,6 +68,10 @@ type part struct {
 	spec  *driver.ValidSpec
 	n     int64
 	trial int // in multi.trials
+	// mode is the request's: Take (a peek's too), Charge or Refund; over,
+	// its ChargeOver.
+	mode driver.Mode
+	over bool
 }
 
 // trial is a key's state under one policy, copied for the decision.
@@ -87,13 +93,17 @@ func newMulti(reqs []driver.Request) *multi {
 	m.keys = slices.Compact(m.keys)
 	for _, r := range reqs {
 		k, _ := slices.BinarySearch(m.keys, r.Key)
+		mode := r.Act()
+		if r.N == 0 {
+			mode = driver.Take // a peek in every mode
+		}
 		for _, p := range r.Spec.Policies() {
 			t := slices.IndexFunc(m.trials, func(t trial) bool { return t.key == k && t.policy == p.StateID() })
 			if t < 0 {
 				t = len(m.trials)
 				m.trials = append(m.trials, trial{key: k, policy: p.StateID()})
 			}
-			m.parts = append(m.parts, part{spec: p, n: r.N, trial: t})
+			m.parts = append(m.parts, part{spec: p, n: r.N, trial: t, mode: mode, over: r.ChargeOver})
 		}
 	}
 	return m
@@ -115,16 +125,8 @@ func (m *multi) decide(s *Store, now int64, last bool) ([]driver.Decision, bool)
 			}
 		}
 	}
-	for i := range m.trials {
-		t := &m.trials[i]
-		t.state, t.took, t.slot = driver.State{}, false, nil
-		if e := entries[t.key]; e != nil {
-			if t.slot = e.find(t.policy); t.slot != nil && now < t.slot.expires {
-				t.state = t.slot.state.Clone()
-			}
-		}
-	}
-	out, keep := m.run(now)
+	m.load(entries, now)
+	out, keep := m.run(entries, now)
 	var missing []string // keys without an entry, to take from
 	for _, t := range m.trials {
 		if t.took && entries[t.key] == nil && !slices.Contains(missing, m.keys[t.key]) {
@@ -146,27 +148,50 @@ func (m *multi) decide(s *Store, now int64, last bool) ([]driver.Decision, bool)
 	return m.results(out), true
 }
 
+// load copies the entries' states of the trials, which decide on them.
+// The entries' locks are held.
+func (m *multi) load(entries []*entry, now int64) {
+	for i := range m.trials {
+		t := &m.trials[i]
+		t.state, t.took, t.expires, t.slot = driver.State{}, false, 0, nil
+		if e := entries[t.key]; e != nil {
+			if t.slot = e.find(t.policy); t.slot != nil && now < t.slot.expires {
+				t.state = t.slot.state.Clone()
+			}
+		}
+	}
+}
+
 // run decides every part on the trial states. Without a state shared by
-// several parts, it decides them all without taking, then, if all allow,
-// takes from each; with one, it decides and takes part after part, and
-// if any denies, keeps nothing and reports each part's decision without
-// its take (all.lua does the same). A peek (n = 0) takes nothing, so it
-// never denies the others. It returns the parts' Outcomes, and
-// whether to keep the trial states.
-func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
+// several parts, it decides them all (charging and refunding, but not
+// taking), then, if all allow, takes from each; with one, it decides and
+// takes part after part, and if any denies, puts every state back and
+// makes the charges and refunds again, in order, each other part
+// reporting its decision without its take (all.lua does the same). When
+// denied, a Take with ChargeOver charges each of its parts that does not
+// fit. A peek (n = 0) takes nothing, so it denies the others only in
+// debt. It returns the parts' Outcomes, and whether to keep the trial
+// states.
+func (m *multi) run(entries []*entry, now int64) (out []driver.Outcome, keep bool) {
 	out = make([]driver.Outcome, len(m.parts))
 	shared := len(m.trials) < len(m.parts)
 	allowed := true
 	if !shared {
 		for i, p := range m.parts {
-			out[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
-			allowed = allowed && (out[i].Allowed || p.n == 0)
+			if p.mode == driver.Take {
+				out[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
+			} else {
+				out[i] = m.act(p, now, p.mode)
+			}
+			allowed = allowed && !denies(p, out[i])
 		}
-		if allowed {
-			for i, p := range m.parts {
-				if p.n > 0 {
-					out[i] = m.take(p, now)
-				}
+		for i, p := range m.parts {
+			switch {
+			case p.mode != driver.Take || p.n == 0:
+			case allowed:
+				out[i] = m.act(p, now, driver.Take)
+			case p.over && !out[i].Allowed:
+				out[i] = m.act(p, now, driver.Charge)
 			}
 		}
 		// A peek may change a state too (a log drops entries that left its
@@ -175,24 +200,55 @@ func (m *multi) run(now int64) (out []driver.Outcome, keep bool) {
 	}
 	peeks := make([]driver.Outcome, len(m.parts))
 	for i, p := range m.parts {
-		peeks[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
-		out[i] = peeks[i]
-		if peeks[i].Allowed && p.n > 0 {
-			out[i] = m.take(p, now)
+		if p.mode != driver.Take {
+			out[i] = m.act(p, now, p.mode)
+			peeks[i] = out[i]
+		} else {
+			peeks[i] = p.spec.Step(&m.trials[p.trial].state, now, p.n, driver.Check)
+			out[i] = peeks[i]
+			if peeks[i].Allowed && p.n > 0 {
+				out[i] = m.act(p, now, driver.Take)
+			}
 		}
-		allowed = allowed && (peeks[i].Allowed || p.n == 0)
+		allowed = allowed && !denies(p, peeks[i])
 	}
-	if !allowed {
-		return peeks, false
+	if allowed {
+		return out, true
 	}
-	return out, true
+	m.load(entries, now)
+	for i, p := range m.parts {
+		switch {
+		case p.mode != driver.Take:
+			peeks[i] = m.act(p, now, p.mode)
+			keep = true
+		case p.over && p.n > 0 && !peeks[i].Allowed:
+			peeks[i] = m.act(p, now, driver.Charge)
+			keep = true
+		}
+	}
+	return peeks, keep
 }
 
-// take takes p's cost from its trial state.
-func (m *multi) take(p part, now int64) driver.Outcome {
+// denies reports whether part p, which decided o, denies the others: a
+// refund never does, and a peek only while its state is in debt.
+func denies(p part, o driver.Outcome) bool {
+	switch {
+	case p.mode == driver.Refund:
+		return false
+	case p.n == 0:
+		return o.Remaining < 0
+	}
+	return !o.Allowed
+}
+
+// act decides p in mode on its trial state; a take or a charge makes the
+// state last longer (see took).
+func (m *multi) act(p part, now int64, mode driver.Mode) driver.Outcome {
 	t := &m.trials[p.trial]
-	o := p.spec.Step(&t.state, now, p.n, driver.Take)
-	t.took, t.expires = true, now+o.ResetAfter
+	o := p.spec.Step(&t.state, now, p.n, mode)
+	if took(mode, o.Allowed, p.n) {
+		t.took, t.expires = true, max(t.expires, now+o.ResetAfter)
+	}
 	return o
 }
 

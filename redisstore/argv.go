@@ -17,8 +17,11 @@ type request struct {
 	// now is the time to decide at, in microseconds, or serverClock.
 	now int64
 	// mode is what the request does with its cost: the same for every
-	// policy of an All or a DecideAll.
+	// policy of an All or a DecideAll, unless modes says otherwise.
 	mode driver.Mode
+	// modes, when not nil, is all.lua's mode of each part, one digit
+	// each (see modeDigit): those of a DecideAll's requests.
+	modes []byte
 }
 
 // part is one policy of a request and its cost n.
@@ -65,11 +68,15 @@ func (r *request) singleArgs() []any {
 	return append(appendParams(append(make([]any, 0, 8), p.n, now, slack), p.spec), int(r.mode))
 }
 
-// allArgs is all.lua's ARGV: the time, the expiry slack and the mode,
-// then each policy's algorithm, cost and parameters.
+// allArgs is all.lua's ARGV: the time, the expiry slack and the mode (or
+// the modes), then each policy's algorithm, cost and parameters.
 func (r *request) allArgs() []any {
 	now, slack := r.clock()
-	args := append(make([]any, 0, 3+6*len(r.parts)), now, slack, int(r.mode))
+	var mode any = int(r.mode)
+	if r.modes != nil {
+		mode = string(r.modes)
+	}
+	args := append(make([]any, 0, 3+6*len(r.parts)), now, slack, mode)
 	for _, p := range r.parts {
 		args = appendParams(append(args, p.spec.Algorithm(), p.n), p.spec)
 	}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,15 +12,18 @@ import (
 )
 
 // DecideAll decides reqs together, all or nothing: if every request is
-// allowed, each takes its N; if any is denied, none takes anything. A request
-// of N 0 only looks: it takes nothing, so it never denies the others.
+// allowed, each takes its N; if any is denied, none takes anything, but
+// the charges and refunds that requests' Modes ask for (see
+// driver.MultiDecider, which says how they count). A request of N 0 only
+// looks: it takes nothing, and denies the others only in debt.
 // The i-th Decision is request i's own: for a request allowed in a batch
 // that another denied, Allowed is true and the Decision reports the state
 // as a peek of cost N would, nothing taken. An All spec in a request
 // decides as in Decide, its Decision with Parts. Requests are decided in order, and
 // a key's state shared by several requests (the same key under the same
 // policy) is decided for each in turn: the second sees what the first
-// would take. The deny cache is not consulted.
+// would take. The deny cache is not consulted, and
+// forgets the denials of the keys charged or refunded.
 //
 // Over a client of one server (a standalone Redis, or Sentinel's primary)
 // the whole set is one script call, atomic. Over a Redis Cluster, it can
@@ -63,6 +67,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.
 		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
 	}
 	groups := s.multiGroups(reqs, sent, s.splitSlots.Load())
+	defer s.forgetDenials(reqs)
 	err := s.sendGroups(ctx, groups)
 	if len(groups) == 1 && redis.HasErrorPrefix(err, "CROSSSLOT") {
 		// A plain client of a cluster node: from now on, by slot.
@@ -122,8 +127,43 @@ func (s *Store) multiGroups(reqs []driver.Request, sent time.Time, bySlot bool) 
 		mg.policies += max(r.Spec.NumParts(), 1)
 		mg.call.keys = append(mg.call.keys, s.keys(r.Key, r.Spec)...)
 		mg.call.req.appendParts(r.Spec, r.N)
+		for range max(r.Spec.NumParts(), 1) {
+			mg.call.req.modes = append(mg.call.req.modes, modeDigit(r))
+		}
+	}
+	for _, g := range groups {
+		if !slices.ContainsFunc(g.call.req.modes, func(d byte) bool { return d != '1' }) {
+			g.call.req.modes = nil // all take: the request's mode
+		}
 	}
 	return groups
+}
+
+// modeDigit is all.lua's mode of r's parts: 1 take, 2 charge, 3 refund,
+// 4 take with ChargeOver.
+func modeDigit(r driver.Request) byte {
+	if m := r.Act(); m != driver.Take {
+		return '0' + byte(m)
+	}
+	if r.ChargeOver {
+		return '4'
+	}
+	return '1'
+}
+
+// forgetDenials drops the deny cache's denials of the keys that reqs
+// charge or refund, which may have made them wrong: a refund adds
+// allowance, a charge makes a denial last longer. It runs after the call,
+// failed or not, as Decide's charges do.
+func (s *Store) forgetDenials(reqs []driver.Request) {
+	if s.denies == nil {
+		return
+	}
+	for _, r := range reqs {
+		if r.Act() != driver.Take || r.ChargeOver {
+			s.denies.forget(r.Spec, r.Key)
+		}
+	}
 }
 
 // sendGroups sends the groups' calls, in one pipeline if several, and

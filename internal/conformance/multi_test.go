@@ -37,9 +37,12 @@ var (
 // two keys, repeats included. Each policy has keys of its own: policies
 // of one algorithm and name but different limits share a key's state, and
 // the stores then expire it at different times (memstore by the last
-// policy that took, Redis never, under persistHook). Batches that allow,
-// that deny, and that hold a key's state twice must all occur, so that
-// the comparison is not vacuous.
+// policy that took, Redis never, under persistHook). Requests take,
+// charge (some more than their policy admits at once), refund, or take
+// with ChargeOver. Batches that allow, that deny, and that hold a key's
+// state twice must all occur, as must debts, refunds, charges of a
+// ChargeOver and peeks denied by a debt, so that the comparison is not
+// vacuous.
 func TestDecideAllEquivalence(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -59,7 +62,7 @@ func TestDecideAllEquivalence(t *testing.T) {
 				}
 			})
 			r := rand.New(rand.NewPCG(seed, 7))
-			var allowed, denied, shared int
+			var allowed, denied, shared, debts, refunds, overs, peeksInDebt int
 			for step := range 3000 {
 				clock.Advance(time.Duration(r.Int64N(int64(300*time.Millisecond/time.Microsecond)+1)) * time.Microsecond)
 				reqs := make([]driver.Request, 1+r.IntN(6))
@@ -73,6 +76,19 @@ func TestDecideAllEquivalence(t *testing.T) {
 						n = 1 + r.Int64N(min(spec.MaxCost(), 3))
 					}
 					reqs[i] = driver.Request{Key: fmt.Sprint(keys[r.IntN(len(keys))], p), Spec: spec, N: n}
+					switch k := r.IntN(10); {
+					case n == 0:
+					case k < 2:
+						reqs[i].Mode = driver.Charge
+						if r.IntN(4) == 0 {
+							reqs[i].N = spec.MaxCost() + 1 + r.Int64N(3) // more than fits at once
+						}
+					case k < 3:
+						reqs[i].Mode = driver.Refund
+						refunds++
+					case k < 4:
+						reqs[i].ChargeOver = true
+					}
 					for _, p := range spec.Policies() {
 						id := reqs[i].Key + "/" + p.Algorithm() + "/" + p.StateID().String()
 						isShared = isShared || seen[id]
@@ -93,7 +109,16 @@ func TestDecideAllEquivalence(t *testing.T) {
 						t.Fatalf("step %d at start+%v, request %d of %s:\nmemstore %+v\nredis    %+v",
 							step, clock.Elapsed(), i, describe(reqs), want[i], got[i])
 					}
-					all = all && want[i].Allowed
+					switch {
+					case reqs[i].N == 0 && want[i].Remaining < 0:
+						peeksInDebt++
+					case want[i].Remaining < 0:
+						debts++
+					}
+					if reqs[i].ChargeOver && !want[i].Allowed {
+						overs++
+					}
+					all = all && (want[i].Allowed || reqs[i].Mode == driver.Refund)
 				}
 				if all {
 					allowed++
@@ -104,9 +129,11 @@ func TestDecideAllEquivalence(t *testing.T) {
 					shared++
 				}
 			}
-			t.Logf("%d batches allowed, %d denied, %d sharing a state", allowed, denied, shared)
-			if allowed < 100 || denied < 100 || shared < 100 {
-				t.Fatalf("%d batches allowed, %d denied, %d sharing a state: want at least 100 of each", allowed, denied, shared)
+			t.Logf("%d batches allowed, %d denied, %d sharing a state; %d debts, %d refunds, %d ChargeOver denied, %d peeks in debt",
+				allowed, denied, shared, debts, refunds, overs, peeksInDebt)
+			if allowed < 100 || denied < 100 || shared < 100 || debts < 100 || refunds < 100 || overs < 100 || peeksInDebt < 20 {
+				t.Fatalf("%d batches allowed, %d denied, %d sharing a state; %d debts, %d refunds, %d ChargeOver denied, %d peeks in debt: want at least 100 of each (20 peeks)",
+					allowed, denied, shared, debts, refunds, overs, peeksInDebt)
 			}
 		})
 	}
@@ -116,7 +143,7 @@ func TestDecideAllEquivalence(t *testing.T) {
 func describe(reqs []driver.Request) string {
 	var b strings.Builder
 	for i, r := range reqs {
-		fmt.Fprintf(&b, "\n  %d: %q %s %+v n=%d", i, r.Key, r.Spec.Name(), r.Spec.Spec().Params, r.N)
+		fmt.Fprintf(&b, "\n  %d: %q %s %+v n=%d %s over=%t", i, r.Key, r.Spec.Name(), r.Spec.Spec().Params, r.N, r.Act(), r.ChargeOver)
 	}
 	return b.String()
 }
