@@ -152,6 +152,12 @@ type Rule struct {
 	// QuotaMode (quota_mode) answers OK when over the limit, as envoy's
 	// does, reporting the violation in the response's dynamic metadata.
 	QuotaMode bool
+	// CountOverLimit (count_over_limit) counts the rule's hits even when
+	// its request is denied: its descriptor is charged, and may go into a
+	// debt that time repays, where a denied request otherwise takes
+	// nothing. For costs known after the response, such as an LLM's
+	// tokens, which must count however large.
+	CountOverLimit bool
 	// DetailedMetric is the descriptor's detailed_metric. It asks envoy for
 	// per-value statistics; ratekeeper's metrics never carry request
 	// values, so it is informational.

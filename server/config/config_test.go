@@ -148,6 +148,12 @@ func TestErrors(t *testing.T) {
 		{"rate_limits take no envoy-only keys", "domain: d\ndescriptors:\n  - key: a\n    rate_limits:\n      - unit: second\n        requests_per_unit: 1\n        unlimited: true\n        replaces: [{name: b}]\n", []string{
 			"7: descriptors[0].rate_limits[0].unlimited: unknown key 'unlimited'",
 			"8: descriptors[0].rate_limits[0].replaces: unknown key 'replaces'"}},
+		{"count_over_limit not a bool", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, count_over_limit: yes please}\n", []string{
+			"4: descriptors[0].rate_limit.count_over_limit: must be true or false, not a string"}},
+		{"count_over_limit unlimited", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n      count_over_limit: true\n", []string{
+			"6: descriptors[0].rate_limit.count_over_limit: an unlimited rule takes no count_over_limit"}},
+		{"count_over_limit on some limits", "domain: d\ndescriptors:\n  - key: a\n    rate_limits:\n      - {unit: second, requests_per_unit: 1, count_over_limit: true}\n      - {unit: day, requests_per_unit: 2}\n", []string{
+			"6: descriptors[0].rate_limits[1].count_over_limit: count_over_limit is false here and true on descriptors[0].rate_limits[0]: a descriptor's limits are decided together, so give it on every limit or on none"}},
 		{"every error of a file, in order", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: x}\n  - key: b\n    rate_limit: {unit: y}\n    descriptors:\n      - value: z\n  - key: a\n", []string{
 			"4: descriptors[0].rate_limit.unit: invalid rate limit unit 'x'",
 			"6: descriptors[1].rate_limit.unit: invalid rate limit unit 'y'",
@@ -558,5 +564,30 @@ func TestLoadMissing(t *testing.T) {
 	}
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "broken.yaml: stat: no such file") {
 		t.Errorf("a broken symlink: %v", err)
+	}
+}
+
+// TestCountOverLimit checks that count_over_limit is read from a
+// rate_limit, and from a rate_limits list given it on every limit.
+func TestCountOverLimit(t *testing.T) {
+	c, errs := loadYAML(t, `domain: d
+descriptors:
+  - key: tokens
+    rate_limit: {unit: hour, requests_per_unit: 1000, count_over_limit: true}
+  - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 10, count_over_limit: true}
+      - {unit: day, requests_per_unit: 1000, count_over_limit: true}
+`)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for key, want := range map[string]bool{"tokens": true, "plain": false, "both": true} {
+		r := c.Lookup("d", []Entry{{key, "x"}})
+		if r == nil || r.CountOverLimit != want {
+			t.Errorf("%s: rule %+v, want CountOverLimit %t", key, r, want)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 				}
 			}
 		}
-		for _, k := range []string{"algorithm", "burst", "period"} {
+		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit"} {
 			if f := fs[k]; f != nil {
 				b.errorf(f.k, f.path, "an unlimited rule takes no %s", k)
 			}
@@ -57,6 +57,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 		}
 		return len(b.errs) == errs
 	}
+	r.CountOverLimit = b.boolean(fs["count_over_limit"])
 	l, ok := b.limit(m, fs, path, false)
 	if !ok || len(b.errs) != errs {
 		return false
@@ -81,6 +82,18 @@ func (b *builder) multi(f *field, r *Rule) bool {
 	for i, item := range items {
 		p := fmt.Sprintf("%s[%d]", f.path, i)
 		fs := b.fields(item, p, limitKeys, true)
+		// The limits are decided as one: they count over the limit
+		// together, or not at all.
+		if over := b.boolean(fs["count_over_limit"]); i == 0 {
+			r.CountOverLimit = over
+		} else if over != r.CountOverLimit {
+			at, fp := item, join(p, "count_over_limit")
+			if cf := fs["count_over_limit"]; cf != nil {
+				at = cf.v
+			}
+			b.errorf(at, fp, "count_over_limit is %t here and %t on %s[0]: a descriptor's limits are decided together, so give it on every limit or on none",
+				over, r.CountOverLimit, f.path)
+		}
 		l, ok := b.limit(item, fs, p, true)
 		if !ok {
 			continue
