@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 )
 
@@ -59,7 +60,7 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 			}
 		case d.denied():
 			m.count(outcomeShadowOverLimit)
-		case groupDenied && d.hits > 0 && d.rule.enforced():
+		case groupDenied && d.hits > 0 && d.rule.enforced() && d.asked.Act() == driver.Take:
 			// Allowed on its own, but its request was denied by another
 			// descriptor: nothing was taken.
 			m.count(outcomeNotTaken)
@@ -130,8 +131,13 @@ func (d *descriptor) denied() bool {
 	if d.rule == nil || d.rule.cfg.Unlimited {
 		return false
 	}
+	if d.refund {
+		return false // a refund asks for nothing
+	}
 	if d.hits == 0 {
-		return false // a peek takes nothing, so needs nothing
+		// A peek takes nothing, so needs nothing: it is over the limit
+		// only while its key is in debt, as envoy's counter past it.
+		return d.decided && d.res.Remaining < 0
 	}
 	if d.rule.block {
 		return true
@@ -150,7 +156,7 @@ func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatu
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.first}
 	if r.block {
-		if d.hits > 0 && !r.shadow {
+		if d.hits > 0 && !d.refund && !r.shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		st.DurationUntilReset = durationpb.New(s.untilWindowEnd(r.aligned))

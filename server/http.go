@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -112,6 +113,11 @@ type DecideDescriptor struct {
 	Entries []DecideEntry `json:"entries"`
 	// Hits, when present, is this descriptor's cost; 0 only looks.
 	Hits *uint64 `json:"hits,omitempty"`
+	// Mode is what the descriptor does with its hits: "take" (or absent)
+	// takes them if the whole request is allowed; "charge" always takes
+	// them, a cost known after the fact that may go into debt; "refund"
+	// gives them back, as Envoy's is_negative_hits.
+	Mode string `json:"mode,omitempty"`
 }
 
 // DecideEntry is a key and value of a descriptor.
@@ -123,7 +129,7 @@ type DecideEntry struct {
 // DecideResponse is the answer of POST /v1/decide.
 type DecideResponse struct {
 	// Allowed is false when any descriptor is over its limit: then no
-	// descriptor's limit was charged.
+	// descriptor took anything, but for charges and refunds.
 	Allowed bool `json:"allowed"`
 	// RetryAfterMs is, when denied, the time until the request could
 	// pass, in milliseconds (the longest of its descriptors').
@@ -165,10 +171,25 @@ func (s *Service) serveDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &rlsv3.RateLimitRequest{Domain: in.Domain, HitsAddend: in.Hits}
-	for _, d := range in.Descriptors {
-		req.Descriptors = append(req.Descriptors, d.proto())
+	var charges []bool
+	for i, d := range in.Descriptors {
+		p := d.proto()
+		switch d.Mode {
+		case "", "take":
+		case "refund":
+			p.IsNegativeHits = true
+		case "charge":
+			if charges == nil {
+				charges = make([]bool, len(in.Descriptors))
+			}
+			charges[i] = true
+		default:
+			http.Error(w, fmt.Sprintf("malformed request: descriptors[%d].mode: %q is not take, charge or refund", i, d.Mode), http.StatusBadRequest)
+			return
+		}
+		req.Descriptors = append(req.Descriptors, p)
 	}
-	details, err := s.decideDetailed(r.Context(), req)
+	details, err := s.decideDetailed(r.Context(), req, charges)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -202,9 +223,10 @@ func (d DecideDescriptor) proto() *ratelimitv3.RateLimitDescriptor {
 }
 
 // decideDetailed decides req and describes each descriptor's decision
-// with what Envoy's response leaves out: retry and reset times.
-func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitRequest) ([]DecideStatus, error) {
-	snap, ds, fallback, err := s.run(ctx, req)
+// with what Envoy's response leaves out: retry and reset times. charges,
+// when not nil, marks the descriptors that charge their hits.
+func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) ([]DecideStatus, error) {
+	snap, ds, fallback, err := s.runCharging(ctx, req, charges)
 	if err != nil {
 		return nil, err
 	}

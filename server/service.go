@@ -66,12 +66,13 @@ type Options struct {
 	// LimitHeaders, when not nil, adds envoyproxy/ratelimit's three
 	// header fields (LIMIT_RESPONSE_HEADERS_ENABLED) under these names.
 	LimitHeaders *LimitHeaders
-	// StopIncrementWhenOverLimit is envoy's
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, passed through from the
-	// environment: a denied request adds no hits to any of its
-	// descriptors. The service reads it where it decides how the hits of
-	// a denied request count.
-	StopIncrementWhenOverLimit bool
+	// DeniedHits says what the descriptors of a denied request take:
+	// nothing (the zero value, ratekeeper's), or their hits as envoy
+	// counts them (see DeniedHits).
+	DeniedHits DeniedHits
+	// CountOverLimit makes every rule count its hits over the limit, as
+	// a rule's count_over_limit does.
+	CountOverLimit bool
 	// Metrics receives the service's measures; nil records none.
 	Metrics *Metrics
 	// Logger receives store errors (rate limited) and configuration
@@ -178,7 +179,12 @@ type descriptor struct {
 	rule *rule // nil: no rule applies (or it was replaced)
 	key  string
 	hits int64
-	res  ratekeeper.Result
+	// refund: envoy's is_negative_hits, which gives hits back; charge:
+	// the hits are charged, whatever the rule says (/v1/decide's mode).
+	refund, charge bool
+	// asked is what the store was asked (see Service.request).
+	asked driver.Request
+	res   ratekeeper.Result
 	// decided: res holds the store's answer for this descriptor.
 	decided bool
 }
@@ -223,6 +229,12 @@ func (s *Service) fallbackCode() rlsv3.RateLimitResponse_Code {
 // run resolves and decides a request's descriptors. fallback reports a
 // store failure that OnStoreError answers without the store.
 func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *snapshot, ds []descriptor, fallback bool, err error) {
+	return s.runCharging(ctx, req, nil)
+}
+
+// runCharging is run, where charges, when not nil, marks the descriptors
+// that charge their hits whatever their rule says.
+func (s *Service) runCharging(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (snap *snapshot, ds []descriptor, fallback bool, err error) {
 	snap = s.current.Load()
 	if snap == nil {
 		return nil, nil, false, ErrNoConfig
@@ -236,6 +248,9 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *s
 	ds, err = s.resolve(snap, req)
 	if err != nil {
 		return nil, nil, false, err
+	}
+	for i, c := range charges {
+		ds[i].charge = c
 	}
 	budget := s.storeBudget(ctx)
 	storeCtx, cancel := context.WithTimeout(ctx, budget)
@@ -289,6 +304,7 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 			hits = h.GetValue()
 		}
 		ds[i].hits = int64(min(hits, maxHits))
+		ds[i].refund = d.GetIsNegativeHits()
 		if !known {
 			continue // an unknown domain limits nothing, even with an override
 		}
@@ -337,7 +353,7 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	blocked := false // an enforced limit of 0 denies the request
 	for i := range ds {
 		r := ds[i].rule
-		if r != nil && r.block && ds[i].hits > 0 && r.enforced() {
+		if r != nil && r.block && ds[i].hits > 0 && !ds[i].refund && r.enforced() {
 			blocked = true
 		}
 		if r == nil || r.cfg.Unlimited || r.block {
@@ -365,26 +381,35 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 }
 
 // decideGroup decides the descriptors at idx together: all of them take
-// their hits, or none does. With denied, another descriptor of the
-// request has already denied it: they are only looked at.
+// their hits, or none does, but for charges and refunds (see
+// Service.request). With denied, another descriptor of the request has
+// already denied it: the others are only looked at.
 func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, denied bool) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	start := time.Now()
 	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
+	reqs := make([]driver.Request, len(idx))
 	// A cost above what a rule can ever admit is denied without asking.
-	// When the request is denied so, or by a limit of 0, its descriptors
-	// are only looked at, taking nothing.
+	// When the request is denied so, or by a limit of 0, the descriptors
+	// that take are only looked at, taking nothing.
 	lookOnly := denied
-	for _, i := range idx {
-		if ds[i].hits > ds[i].rule.spec.MaxCost() {
+	for j, i := range idx {
+		reqs[j] = s.request(&ds[i])
+		if reqs[j].Act() == driver.Take && ds[i].hits > ds[i].rule.spec.MaxCost() {
 			lookOnly = true
 		}
 	}
-	if len(idx) == 1 && !lookOnly {
+	for j := range reqs {
+		if lookOnly && reqs[j].Act() == driver.Take {
+			reqs[j].N, reqs[j].ChargeOver = 0, false
+		}
+		ds[idx[j]].asked = reqs[j]
+	}
+	if len(idx) == 1 && reqs[0].Act() == driver.Take && !reqs[0].ChargeOver {
 		d := &ds[idx[0]]
-		dec, err := s.store.Decide(ctx, d.key, d.rule.spec, d.hits)
+		dec, err := s.store.Decide(ctx, d.key, d.rule.spec, reqs[0].N)
 		if err != nil {
 			return err
 		}
@@ -392,15 +417,8 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 			return err
 		}
 		d.decided = true
+		s.judgePeek(d)
 		return nil
-	}
-	reqs := make([]driver.Request, len(idx))
-	for j, i := range idx {
-		n := ds[i].hits
-		if lookOnly {
-			n = 0
-		}
-		reqs[j] = driver.Request{Key: ds[i].key, Spec: ds[i].rule.spec, N: n}
 	}
 	decs, err := s.store.DecideAll(ctx, reqs)
 	if err == nil && len(decs) != len(reqs) {
@@ -415,11 +433,16 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 			return err
 		}
 		d.decided = true
-		if lookOnly {
-			// A peek answers for a cost of 1: judge the real cost against
-			// what remains.
-			d.res.Allowed = d.hits <= d.rule.spec.MaxCost() && d.res.Remaining >= float64(d.hits)
-		}
+		s.judgePeek(d)
 	}
 	return nil
+}
+
+// judgePeek judges a descriptor that was only looked at, for a request
+// denied before it was asked, against its real cost: a peek answers for
+// a cost of 1.
+func (s *Service) judgePeek(d *descriptor) {
+	if d.asked.N == 0 && d.hits > 0 && !d.refund {
+		d.res.Allowed = d.hits <= d.rule.spec.MaxCost() && d.res.Remaining >= float64(d.hits)
+	}
 }

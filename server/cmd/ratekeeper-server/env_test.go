@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratekeeper/ratekeeper/server"
 )
 
 // TestSettingsPrecedence checks envoy's variables, their defaults, and
@@ -52,7 +54,7 @@ func TestSettingsPrecedence(t *testing.T) {
 			func(s *settings) any {
 				return s.limitHeaders && s.limitHeaderNames == [3]string{"RateLimit-Limit", "RateLimit-Remaining", "X-Reset"}
 			}, true},
-		{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, nil, func(s *settings) any { return s.stopIncrement }, true},
+		{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, nil, func(s *settings) any { return s.deniedHits() }, server.DeniedCountOver},
 		{"log level", nil, nil, func(s *settings) any { return s.logLevel }, "info"},
 		{"LOG_LEVEL", map[string]string{"LOG_LEVEL": "debug"}, nil, func(s *settings) any { return s.logLevel }, "debug"},
 		{"-log-level over LOG_LEVEL", map[string]string{"LOG_LEVEL": "debug"}, []string{"-log-level", "error"}, func(s *settings) any { return s.logLevel }, "error"},

@@ -144,7 +144,8 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	metrics := server.NewMetrics(reg)
 	opts := server.Options{
 		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
-		StopIncrementWhenOverLimit: s.stopIncrement, StoreTimeout: s.svc.storeTimeout,
+		StoreTimeout: s.svc.storeTimeout,
+		DeniedHits: s.deniedHits(), CountOverLimit: s.countOverLimit,
 	}
 	if s.limitHeaders {
 		opts.LimitHeaders = &server.LimitHeaders{Limit: s.limitHeaderNames[0], Remaining: s.limitHeaderNames[1], Reset: s.limitHeaderNames[2]}

@@ -152,11 +152,19 @@ func start(t *testing.T, args ...string) *instance {
 // startEnv is start with an environment.
 func startEnv(t *testing.T, env func(string) (string, bool), args ...string) *instance {
 	t.Helper()
-	s := &instance{grpc: freeAddr(t), http: freeAddr(t), log: &syncBuffer{}}
+	s := &instance{grpc: freeAddr(t), http: freeAddr(t)}
+	return s.run(t, env, append([]string{"-grpc-addr", s.grpc, "-http-addr", s.http}, args...))
+}
+
+// run runs the command with args and env, serving on s's addresses, until
+// the test ends, and waits for its /healthcheck.
+func (s *instance) run(t *testing.T, env func(string) (string, bool), args []string) *instance {
+	t.Helper()
+	s.log = &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-grpc-addr", s.grpc, "-http-addr", s.http}, args...), env, io.Discard, s.log)
+		done <- run(ctx, args, env, io.Discard, s.log)
 	}()
 	t.Cleanup(func() {
 		cancel()

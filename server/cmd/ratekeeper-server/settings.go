@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
 )
 
@@ -44,7 +45,9 @@ type settings struct {
 	headers            bool // the IETF RateLimit fields
 	limitHeaders       bool // envoy's three fields, under limitHeaderNames
 	limitHeaderNames   [3]string
-	stopIncrement      bool
+	envoyEnv           bool   // started with no flags: envoy's environment alone
+	deniedHitsFlag     string // -denied-hits; "" for the default (see deniedHits)
+	countOverLimit     bool
 	onStoreError       string
 	forceStart         bool
 	healthyWithAConfig bool
@@ -105,7 +108,6 @@ func fromEnv(e *envsettings.Settings) *settings {
 		shadow:             e.ShadowMode,
 		limitHeaders:       e.LimitResponseHeadersEnabled,
 		limitHeaderNames:   [3]string{e.LimitLimitHeader, e.LimitRemainingHeader, e.LimitResetHeader},
-		stopIncrement:      e.StopCacheKeyIncrementWhenOverlimit,
 		onStoreError:       "unavailable",
 		forceStart:         e.ForceStartWithoutInitialConfig,
 		healthyWithAConfig: e.HealthyWithAtLeastOneConfigLoaded,
@@ -142,6 +144,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 		return nil, fmt.Errorf("environment: %w", err)
 	}
 	s := fromEnv(e)
+	s.envoyEnv = len(args) == 0
 	fs := flag.NewFlagSet("ratekeeper-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.config, "config", s.config, "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format); default from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY")
@@ -173,6 +176,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	fs.BoolVar(&s.healthyWithAConfig, "healthy-with-config", s.healthyWithAConfig, "fail /healthcheck and gRPC health while no configuration with a domain is applied (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	s.xds.register(fs)
 	s.svc.register(fs)
+	s.countingFlags(fs)
 	fs.BoolVar(&s.check, "check", false, "validate the configuration, print every error, and exit: 0 if valid, else 1")
 	fs.StringVar(&s.logLevel, "log-level", s.logLevel, "debug, info, warn or error (LOG_LEVEL)")
 	fs.StringVar(&s.logFormat, "log-format", s.logFormat, "text or json (LOG_FORMAT)")
@@ -231,6 +235,11 @@ func (s *settings) validate() error {
 	}
 	if s.conns.grpcMaxStreams == 0 || s.conns.grpcMaxStreams > 1<<31 {
 		errs = append(errs, fmt.Errorf("-grpc-max-streams %d: from 1 to 2^31", s.conns.grpcMaxStreams))
+	}
+	if s.deniedHitsFlag != "" {
+		if _, err := server.ParseDeniedHits(s.deniedHitsFlag); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.logFormat != "text" && s.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("log format %q: text or json", s.logFormat))
