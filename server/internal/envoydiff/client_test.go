@@ -51,15 +51,21 @@ type pair struct {
 func startPair(t *testing.T, domains map[string][]*rule, envoyEnv ...string) *pair {
 	t.Helper()
 	addr := envoytest.RedisAddr(t)
-	files := map[string]string{}
-	for name, rules := range domains {
-		files[name+".yaml"] = yamlConfig(name, rules)
-	}
+	files := configFiles(domains)
 	p := &pair{envoy: dial(t, "envoy", envoytest.StartEnvoy(t, addr, files, envoyEnv...))}
 	if envoytest.HasRatekeeper(t) {
 		p.rk = dial(t, "ratekeeper", envoytest.StartRatekeeper(t, "redis://"+addr+"/0", files))
 	}
 	return p
+}
+
+// configFiles are the configuration files of domains, one per domain.
+func configFiles(domains map[string][]*rule) map[string]string {
+	files := map[string]string{}
+	for name, rules := range domains {
+		files[name+".yaml"] = yamlConfig(name, rules)
+	}
+	return files
 }
 
 // services returns the pair's running services, envoy's first.

@@ -20,14 +20,17 @@ import (
 // prefix of its own and logs at the error level only.
 func StartEnvoy(t testing.TB, redisAddr string, configYAML map[string]string, env ...string) Addrs {
 	t.Helper()
+	return startEnvoy(t, redisAddr, append(runtimeConfig(t, configYAML), env...))
+}
+
+// runtimeConfig writes the configuration files configYAML where the
+// variables it returns, envoy's RUNTIME_*, say to read them.
+func runtimeConfig(t testing.TB, configYAML map[string]string) []string {
+	t.Helper()
 	root := t.TempDir()
 	const sub = "ratelimit"
 	writeConfig(t, filepath.Join(root, sub, "config"), configYAML)
-	return startEnvoy(t, redisAddr, append([]string{
-		"RUNTIME_ROOT=" + root,
-		"RUNTIME_SUBDIRECTORY=" + sub,
-		"RUNTIME_WATCH_ROOT=false",
-	}, env...))
+	return []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=" + sub, "RUNTIME_WATCH_ROOT=false"}
 }
 
 // startEnvoy runs envoy's service with the settings of StartEnvoy but
@@ -37,31 +40,37 @@ func startEnvoy(t testing.TB, redisAddr string, env []string) Addrs {
 	bin := Binary(t)
 	prefix := fmt.Sprintf("envoytest:%d:%d:", os.Getpid(), time.Now().UnixNano())
 	return launch(t, "envoyproxy/ratelimit", 3, func(ports []int) (*process, Addrs, string, error) {
-		addrs := Addrs{
-			GRPC: "127.0.0.1:" + strconv.Itoa(ports[0]),
-			HTTP: "127.0.0.1:" + strconv.Itoa(ports[1]),
-		}
-		vars := []string{
-			"PATH=" + os.Getenv("PATH"),
-			"HOST=127.0.0.1",
-			"PORT=" + strconv.Itoa(ports[1]),
-			"GRPC_HOST=127.0.0.1",
-			"GRPC_PORT=" + strconv.Itoa(ports[0]),
-			"DEBUG_HOST=127.0.0.1",
-			"DEBUG_PORT=" + strconv.Itoa(ports[2]),
-			"REDIS_SOCKET_TYPE=tcp",
-			"REDIS_URL=" + redisAddr,
-			"USE_STATSD=false",
-			"DISABLE_STATS=true", // else it logs every stat every 10 s
-			"CACHE_KEY_PREFIX=" + prefix,
-			"LOG_LEVEL=error",
-		}
+		addrs, vars := envoyVars(ports, redisAddr, prefix)
 		// Later entries win: exec keeps the last value of a duplicated
 		// variable.
 		vars = append(vars, env...)
 		p, err := startProcess("envoyproxy/ratelimit", bin, nil, vars)
 		return p, addrs, addrs.URL("/healthcheck"), err
 	})
+}
+
+// envoyVars are the environment StartEnvoy gives envoy's service, on
+// ports (gRPC, HTTP, debug), and the addresses it then serves.
+func envoyVars(ports []int, redisAddr, prefix string) (Addrs, []string) {
+	addrs := Addrs{
+		GRPC: "127.0.0.1:" + strconv.Itoa(ports[0]),
+		HTTP: "127.0.0.1:" + strconv.Itoa(ports[1]),
+	}
+	return addrs, []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOST=127.0.0.1",
+		"PORT=" + strconv.Itoa(ports[1]),
+		"GRPC_HOST=127.0.0.1",
+		"GRPC_PORT=" + strconv.Itoa(ports[0]),
+		"DEBUG_HOST=127.0.0.1",
+		"DEBUG_PORT=" + strconv.Itoa(ports[2]),
+		"REDIS_SOCKET_TYPE=tcp",
+		"REDIS_URL=" + redisAddr,
+		"USE_STATSD=false",
+		"DISABLE_STATS=true", // else it logs every stat every 10 s
+		"CACHE_KEY_PREFIX=" + prefix,
+		"LOG_LEVEL=error",
+	}
 }
 
 // StartRatekeeper runs ratekeeper-server, built from this module's
