@@ -26,9 +26,10 @@ import (
 // (then a call runs on its caller's goroutine). While the master is down,
 // the calls on the live masters' keys meet their deadline: a decision
 // waits only for the nodes that serve its keys. Were they held up by the
-// dead master, every one would fail; the test allows 1% to fail, for a
-// machine so loaded (other tests, the race detector) that a call misses
-// 200 ms whatever the store does. It logs the live calls' p99 and the
+// dead master, every one would fail. Without the race detector every
+// live call must meet its deadline; under it, the test allows 1% to fail,
+// for a machine so loaded (other tests, the race detector) that a call
+// misses 200 ms whatever the store does. make test runs it both ways. It logs the live calls' p99 and the
 // dead key's time to fail during the outage.
 func TestClusterMasterDown(t *testing.T) {
 	for _, fault := range []string{"killed", "paused"} {
@@ -187,7 +188,14 @@ func clusterMasterDown(t *testing.T, fault string, pipelining bool, opt redis.Cl
 	if len(liveTimes) < callers {
 		t.Fatalf("only %d calls on the live masters' keys during the outage", len(liveTimes))
 	}
-	if liveFailed > len(liveTimes)/100 {
+	// Under the race detector, with other packages' tests beside it, a
+	// call can miss 200 ms whatever the store does; alone and without it
+	// (as make test runs it once more), every call must meet it.
+	tolerated := 0
+	if raceEnabled {
+		tolerated = len(liveTimes) / 100
+	}
+	if liveFailed > tolerated {
 		t.Errorf("%d of %d calls on the live masters' keys failed while the other master was down", liveFailed, len(liveTimes))
 	}
 }
