@@ -58,7 +58,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseFile reads and validates one file.
 func parseFile(f file) parsed {
-	w := &walker{file: f.name, budget: maxNodes}
+	w := &walker{file: f.name}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(f.data, &doc); err != nil {
 		e := &Error{File: f.name, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -68,6 +68,7 @@ func parseFile(f file) parsed {
 		}
 		return parsed{errs: []error{e}}
 	}
+	w.budget = countNodes(&doc) + maxExpanded
 	b := &builder{walker: w}
 	root := b.document(&doc)
 	return parsed{domain: b.domain, domainNode: b.domainNode, root: root, errs: w.errs, warnings: w.warnings}
@@ -110,16 +111,27 @@ func (b *builder) document(doc *yaml.Node) *node {
 	if f := fs["domain"]; f != nil {
 		b.domainNode = f.k
 	}
-	b.descriptors(root, fs["descriptors"], "", nil, nil)
+	b.descriptors(root, fs["descriptors"], "", nil, nil, 1)
 	return root
 }
 
 // descriptors reads a list of descriptors into parent, whose rule name is
 // namePath ("" for the domain), whose levels have the keys keys and share
-// the counters of shared (see Rule.SharedValues).
-func (b *builder) descriptors(parent *node, list *field, namePath string, keys, shared []string) {
+// the counters of shared (see Rule.SharedValues), at depth (1 for the
+// domain's).
+func (b *builder) descriptors(parent *node, list *field, namePath string, keys, shared []string, depth int) {
+	if depth > maxDepth && list != nil && !b.isNull(list.v) {
+		if !b.tooDeep {
+			b.errorf(list.v, "descriptors", "descriptors nest more than %d levels deep", maxDepth)
+			b.tooDeep = true
+		}
+		return
+	}
 	items := b.list(list)
 	for i, item := range items {
+		if b.spent {
+			return
+		}
 		p := fmt.Sprintf("%s[%d]", list.path, i)
 		fs := b.fields(item, p, descriptorKeys, false)
 		key, keyOK := b.str(fs["key"])
@@ -182,7 +194,7 @@ func (b *builder) descriptors(parent *node, list *field, namePath string, keys, 
 				n.rule = r
 			}
 		}
-		b.descriptors(n, fs["descriptors"], name, keysHere, here)
+		b.descriptors(n, fs["descriptors"], name, keysHere, here, depth+1)
 		if attach {
 			parent.children[composite] = n
 			if strings.HasSuffix(composite, "*") {

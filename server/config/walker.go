@@ -29,26 +29,55 @@ var (
 	replacesKeys = []string{"name"}
 )
 
-// maxNodes bounds the nodes a file may have once its aliases are expanded,
-// so that a few lines of nested aliases cannot make the walk endless.
-const maxNodes = 1 << 20
+// maxExpanded bounds the nodes that a file's aliases add to the walk,
+// beyond the nodes written in the file, so that a few lines of nested
+// aliases cannot make the walk endless. A file without aliases is bounded
+// by its size only (maxFileSize).
+const maxExpanded = 1 << 20
+
+// maxDepth bounds how deep descriptors nest: deeper ones are refused, so
+// that a file's memory stays linear in its size (each level's rule holds
+// the keys of the levels above it).
+const maxDepth = 64
 
 // walker reads one file's nodes, collecting every problem it finds.
 type walker struct {
 	file     string
 	errs     []error
 	warnings []error
-	budget   int
+	// budget is the nodes the walk may still visit: the file's own, plus
+	// maxExpanded. spent: it ran out, and the walk stops, reporting
+	// nothing more, since what is left unread would only seem missing.
+	budget int
+	spent  bool
+	// tooDeep: descriptors nested deeper than maxDepth were reported.
+	tooDeep bool
 }
 
 // errorf records a problem at node n (its line), in field.
 func (w *walker) errorf(n *yaml.Node, field, format string, args ...any) {
+	if w.spent {
+		return
+	}
 	w.errs = append(w.errs, &Error{File: w.file, Line: line(n), Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 // warnf records something accepted that has no effect.
 func (w *walker) warnf(n *yaml.Node, field, format string, args ...any) {
+	if w.spent {
+		return
+	}
 	w.warnings = append(w.warnings, &Error{File: w.file, Line: line(n), Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// countNodes counts the nodes written in a document, not following
+// aliases.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
 }
 
 func line(n *yaml.Node) int {
@@ -64,12 +93,13 @@ func (w *walker) deref(n *yaml.Node) (*yaml.Node, bool) {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	if w.budget <= 0 {
+	if w.spent {
 		return n, false
 	}
 	w.budget--
-	if w.budget == 0 {
-		w.errorf(n, "", "the document is too large once its aliases are expanded (over %d nodes)", maxNodes)
+	if w.budget < 0 {
+		w.errorf(n, "", "the document is too large once its aliases are expanded: they add over %d nodes to those written; the rest of the file was not read", maxExpanded)
+		w.spent = true
 		return n, false
 	}
 	return n, true
