@@ -4,9 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 )
 
 // file is a configuration file as read from disk.
@@ -26,7 +31,7 @@ func readFiles(path string) ([]file, error) {
 		return nil, &Error{File: path, Msg: errMsg(err)}
 	}
 	if !info.IsDir() {
-		data, err := os.ReadFile(path)
+		data, err := readFile(path, info)
 		if err != nil {
 			return nil, &Error{File: path, Msg: errMsg(err)}
 		}
@@ -52,7 +57,7 @@ func readFiles(path string) ([]file, error) {
 		if info.IsDir() {
 			continue
 		}
-		data, err := os.ReadFile(full)
+		data, err := readFile(full, info)
 		if err != nil {
 			errs = append(errs, &Error{File: full, Msg: errMsg(err)})
 			continue
@@ -66,6 +71,89 @@ func readFiles(path string) ([]file, error) {
 		return nil, &Error{File: path, Msg: "no configuration: the directory holds no *.yaml or *.yml file"}
 	}
 	return files, nil
+}
+
+// maxFileSize bounds a configuration file: 100,000 descriptors take
+// about 9 MB.
+const maxFileSize = 64 << 20
+
+// readTimeout bounds the read of one file, such as one on a network
+// mount that hangs.
+const readTimeout = 10 * time.Second
+
+// hung holds the files whose read timed out and has not ended: each is
+// refused until it does, so that a mount that hangs costs one goroutine
+// per file, not one per reload.
+var hung sync.Map
+
+// readFile reads a regular file of at most maxFileSize bytes, within
+// readTimeout. Anything else (a named pipe, which would block the reader
+// until someone writes to it, a device, a socket) is refused.
+func readFile(path string, info os.FileInfo) ([]byte, error) {
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): only regular files are read", fileKind(info.Mode()))
+	}
+	if info.Size() > maxFileSize {
+		return nil, fmt.Errorf("%d bytes: larger than the %d MiB a configuration file may have", info.Size(), maxFileSize>>20)
+	}
+	if _, busy := hung.LoadOrStore(path, true); busy {
+		return nil, fmt.Errorf("still not read, %v or more after a read began (a mount that hangs?)", readTimeout)
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer hung.Delete(path)
+		data, err := readRegular(path)
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-time.After(readTimeout):
+		return nil, fmt.Errorf("not read within %v (a mount that hangs?)", readTimeout)
+	}
+}
+
+// readRegular opens path without blocking (a named pipe put there since
+// it was looked at would block a plain open), checks that it is still a
+// regular file, and reads up to maxFileSize bytes of it.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): only regular files are read", fileKind(info.Mode()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("larger than the %d MiB a configuration file may have", maxFileSize>>20)
+	}
+	return data, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 // errMsg is an error of the os package without the path it repeats.
