@@ -5,7 +5,9 @@
 //
 // What it changes on the way, each only an address: fixed ports the tests
 // name are mapped to the free loopback ports that serve them (see package
-// fixture), and 0.0.0.0 listeners become 127.0.0.1. Cases that rest on
+// fixture), and 0.0.0.0 listeners become 127.0.0.1. A case does not start
+// in the last seconds of a minute, which its per-minute counts would not
+// survive. Cases that rest on
 // what ratekeeper-server deliberately lacks (envoy's local cache, statsd
 // tags) skip with the reason.
 package runner
@@ -74,6 +76,7 @@ func Start(t *testing.T, s settings.Settings) *Runner {
 	if bin == "" {
 		bin = envoytest.ServerBinary(t)
 	}
+	awayFromMinuteEnd()
 	r := &Runner{t: t, log: &syncBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(bin)
 	r.cmd.Dir, _ = os.Getwd() // RUNTIME_ROOT is relative to the test's directory
@@ -109,16 +112,30 @@ func Start(t *testing.T, s settings.Settings) *Runner {
 	}
 }
 
-// servedBy lists the Redis addresses the service of s connects to.
+// servedBy lists the Redis addresses the service of s connects to. The
+// per-second Redis is not started: ratekeeper-server keeps every unit in
+// the one Redis and ignores REDIS_PERSECOND_*; were it to contact it, the
+// case would fail.
 func servedBy(s settings.Settings) []string {
 	if s.BackendType != "redis" {
 		return nil
 	}
-	out := []string{s.RedisUrl}
-	if s.RedisPerSecond {
-		out = append(out, s.RedisPerSecondUrl)
+	return []string{s.RedisUrl}
+}
+
+// minuteMargin is the time a case may take (with -race, on a busy
+// machine): envoy's cases count down a per-minute limit and expect it not
+// to reset meanwhile, so a case does not start later in a minute.
+const minuteMargin = 10 * time.Second
+
+// awayFromMinuteEnd waits, when less than minuteMargin is left of the
+// current minute, until the next one begins.
+func awayFromMinuteEnd() {
+	now := time.Now()
+	next := now.Truncate(time.Minute).Add(time.Minute)
+	if next.Sub(now) < minuteMargin {
+		time.Sleep(next.Sub(now) + 50*time.Millisecond)
 	}
-	return out
 }
 
 // Stop stops the server (SIGTERM, then SIGKILL after 5 s) and, when the
