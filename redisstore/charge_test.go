@@ -46,3 +46,31 @@ func TestDenyCacheAfterRefund(t *testing.T) {
 		t.Fatalf("Allow after the charge = %+v, %v; want the charge's debt, %+v", got, err, res)
 	}
 }
+
+// TestChargeAllocatesAsDecide: a lone Charge or Refund allocates no more
+// on the client than a lone decision of the same algorithm.
+func TestChargeAllocatesAsDecide(t *testing.T) {
+	client := redistest.Client(t)
+	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)))
+	lim, err := ratekeeper.New(store, ratekeeper.GCRA{Rate: 1000, Period: time.Second, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allocs := func(call func(context.Context, string, int64) (ratekeeper.Result, error)) float64 {
+		return testing.AllocsPerRun(200, func() {
+			if _, err := call(ctx, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	decide := allocs(lim.AllowN)
+	for name, call := range map[string]func(context.Context, string, int64) (ratekeeper.Result, error){
+		"Charge": lim.Charge, "Refund": lim.Refund,
+	} {
+		if got := allocs(call); got > decide {
+			t.Errorf("%s: %v allocations, a decision %v", name, got, decide)
+		}
+	}
+	t.Logf("a lone decision allocates %v times", decide)
+}
