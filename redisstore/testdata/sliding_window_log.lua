@@ -239,19 +239,17 @@ function refunds.sliding_window_log(key, n, now, slack, limit, _, window)
   local back = math.min(n, used)
   used = used - back
   while back > 0 do
-    local member = string.format('%d+%d', last_start, last_cost)
-    redis.call('ZREM', key, member)
+    redis.call('ZREM', key, string.format('%d+%d', last_start, last_cost))
     if last_cost > back then
       redis.call('ZADD', key, last_at, string.format('%d+%d', last_start, last_cost - back))
       back = 0
     else
       back = back - last_cost
-      if back > 0 then last_at, last_start, last_cost = log_entry(key, -1) end
+      if used > 0 or back > 0 then last_at, last_start, last_cost = log_entry(key, -1) end
     end
   end
   local allowed, retry_after, reset_after = 1, 0, 0
   if used > 0 then
-    last_at = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + 0
     reset_after = last_at + window - now
     if used + 1 > limit then
       allowed = 0
