@@ -267,3 +267,31 @@ func TestDenyCacheKeepsOptionalInterfaces(t *testing.T) {
 		t.Errorf("Allow after a refund of 1 = %+v, %v; want allowed", res, err)
 	}
 }
+
+// TestDenyCacheForgetsDecideAllRefunds: a refund or a charge made by a
+// DecideAll drops the key's cached denial, which the refund made wrong
+// and the charge too short.
+func TestDenyCacheForgetsDecideAllRefunds(t *testing.T) {
+	client := redistest.Client(t)
+	store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithDenyCache(100))
+	lim, _ := ratekeeper.New(store, ratekeeper.GCRA{Rate: 2, Period: time.Hour, Burst: 2})
+	spec := lim.Spec()
+	ctx := context.Background()
+	for range 3 { // the third is denied, and cached
+		lim.Allow(ctx, "k")
+	}
+	if _, err := store.DecideAll(ctx, []driver.Request{{Key: "k", Spec: spec, N: 1, Mode: driver.Refund}, {Key: "other", Spec: spec, N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("Allow after a DecideAll's refund of 1 = %+v, %v; want allowed", res, err)
+	}
+	lim.Allow(ctx, "k") // denied, and cached until 30 minutes from now
+	if _, err := store.DecideAll(ctx, []driver.Request{{Key: "k", Spec: spec, N: 2, Mode: driver.Charge}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := lim.Allow(ctx, "k")
+	if err != nil || res.Allowed || res.RetryAfter <= time.Hour {
+		t.Errorf("Allow after a DecideAll's charge of 2 = %+v, %v; want denied for over an hour", res, err)
+	}
+}
