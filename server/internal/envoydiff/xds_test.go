@@ -39,6 +39,15 @@ type xdsPair struct {
 // snapshot, then both services configured by it.
 func startPairXDS(t *testing.T, domains map[string][]*rule) *xdsPair {
 	t.Helper()
+	return startPairXDSWith(t, domains, func(addr string, x envoytest.XDS) envoytest.Addrs {
+		return envoytest.StartRatekeeperXDS(t, "redis://"+addr+"/0", x, rkBackoff...)
+	})
+}
+
+// startPairXDSWith is startPairXDS, ratekeeper-server started by start
+// on the Redis at addr.
+func startPairXDSWith(t *testing.T, domains map[string][]*rule, start func(addr string, x envoytest.XDS) envoytest.Addrs) *xdsPair {
+	t.Helper()
 	addr := envoytest.RedisAddr(t)
 	pki := xdstest.NewPKI(t)
 	xp := &xdsPair{pair: &pair{}, srv: xdstest.Start(t, pki.ServerTLS(t))}
@@ -48,7 +57,7 @@ func startPairXDS(t *testing.T, domains map[string][]*rule) *xdsPair {
 	xp.envoy = dial(t, "envoy", envoytest.StartEnvoyXDS(t, addr, x, envoyBackoff...))
 	if envoytest.HasRatekeeper(t) {
 		x.NodeID = rkNode
-		xp.rk = dial(t, "ratekeeper", envoytest.StartRatekeeperXDS(t, "redis://"+addr+"/0", x, rkBackoff...))
+		xp.rk = dial(t, "ratekeeper", start(addr, x))
 	}
 	return xp
 }

@@ -21,6 +21,11 @@ type XDS struct {
 // before. env adds to its settings.
 func StartEnvoyXDS(t testing.TB, redisAddr string, x XDS, env ...string) Addrs {
 	t.Helper()
+	return startEnvoy(t, redisAddr, append(x.vars(), env...))
+}
+
+// vars are envoy's variables for configuration over xDS from x.
+func (x XDS) vars() []string {
 	vars := []string{
 		"CONFIG_TYPE=GRPC_XDS_SOTW",
 		"CONFIG_GRPC_XDS_SERVER_URL=" + x.Addr,
@@ -34,7 +39,7 @@ func StartEnvoyXDS(t testing.TB, redisAddr string, x XDS, env ...string) Addrs {
 			"CONFIG_GRPC_XDS_SERVER_TLS_CACERT="+x.CA,
 			"CONFIG_GRPC_XDS_SERVER_TLS_SAN="+x.SAN)
 	}
-	return startEnvoy(t, redisAddr, append(vars, env...))
+	return vars
 }
 
 // StartRatekeeperXDS runs ratekeeper-server as StartRatekeeper does, but
