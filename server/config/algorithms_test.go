@@ -42,3 +42,18 @@ func TestEveryAlgorithm(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownAlgorithmOneError: a mistyped algorithm with a burst gets
+// one error, the algorithm's, and none about the burst, which may well be
+// right for the algorithm meant.
+func TestUnknownAlgorithmOneError(t *testing.T) {
+	_, errs := loadYAML(t, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_buckt, burst: 20}\n")
+	if len(errs) != 1 || !strings.Contains(errs[0], "unknown algorithm 'token_buckt'") {
+		t.Errorf("errors %q, want one about the algorithm", errs)
+	}
+	// A burst on a known algorithm without one is still an error.
+	_, errs = loadYAML(t, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: fixed_window, burst: 20}\n")
+	if len(errs) != 1 || !strings.Contains(errs[0], "burst is the capacity") {
+		t.Errorf("errors %q, want one about the burst", errs)
+	}
+}

@@ -179,10 +179,12 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 			l.Algorithm = a
 		}
 	}
-	alg, _ := ratekeeper.LookupAlgorithm(l.Algorithm)
+	alg, known := ratekeeper.LookupAlgorithm(l.Algorithm)
 	if f := fs["burst"]; f != nil {
 		burst, ok := b.integer(f, 1, ratekeeper.MaxLimit)
-		if ok && !alg.Bursts() {
+		// An unknown algorithm has its error already: whether it bursts
+		// is not known.
+		if ok && (known || l.Algorithm == "") && !alg.Bursts() {
 			b.errorf(f.k, f.path, "burst is the capacity of algorithm %s; a window of %s has none",
 				algorithmNames(true), cmp.Or(l.Algorithm, "envoy's fixed window"))
 		}
