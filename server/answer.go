@@ -69,13 +69,11 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		}
 	}
 	if s.opts.ResponseHeaders {
-		names := make([]string, len(ds))
+		rules := make([]*rule, len(ds))
 		for i := range ds {
-			if r := ds[i].rule; r != nil {
-				names[i] = r.cfg.Name
-			}
+			rules[i] = ds[i].rule
 		}
-		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, names)
+		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, rules)
 	}
 	if s.opts.LimitHeaders != nil {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.opts.LimitHeaders.fields(resp.Statuses)...)
@@ -87,8 +85,10 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 // (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
 // every limited descriptor, and the state of the binding one, the first
 // over its limit, else the one with the least remaining. Each is named by
-// its limit's name, else by its rule's (names[i]).
-func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, names []string) []*corev3.HeaderValue {
+// its limit's name, else by its rule's (rules[i]). A policy's q is its
+// capacity, as httplimit writes it: a bucket's burst, not its rate, with
+// w the time to fill it.
+func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, rules []*rule) []*corev3.HeaderValue {
 	var policies []string
 	var binding *rlsv3.RateLimitResponse_DescriptorStatus
 	bindingName := ""
@@ -102,10 +102,14 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, name
 			continue
 		}
 		name := l.GetName()
-		if name == "" {
-			name = names[i]
+		q := quota{int64(l.GetRequestsPerUnit()), w}
+		if r := rules[i]; r != nil {
+			if name == "" {
+				name = r.cfg.Name
+			}
+			q = r.quotaOf(l)
 		}
-		policies = append(policies, ratelimitfield.Policy(ratelimitfield.NewName(name), int64(l.GetRequestsPerUnit()), w))
+		policies = append(policies, ratelimitfield.Policy(ratelimitfield.NewName(name), q.capacity, q.window))
 		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case binding == nil:

@@ -146,6 +146,9 @@ type DecideStatus struct {
 	// (a Go duration, "1m0s"); both absent without a limit.
 	Limit  uint32 `json:"limit,omitempty"`
 	Period string `json:"period,omitempty"`
+	// Capacity is the most the binding limit lets through at once: a
+	// bucket's burst (which may be below Limit), a window's Limit.
+	Capacity int64 `json:"capacity,omitempty"`
 	// Remaining is what a request could still take now.
 	Remaining    float64 `json:"remaining"`
 	RetryAfterMs int64   `json:"retry_after_ms"`
@@ -252,6 +255,7 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 		out[i].Shadow = r.shadow
 		if l := st.GetCurrentLimit(); l != nil {
 			out[i].Limit = l.GetRequestsPerUnit()
+			out[i].Capacity = r.quotaOf(l).capacity
 			if p := limitPeriod(l); p > 0 {
 				out[i].Period = p.String()
 			}

@@ -33,6 +33,10 @@ type rule struct {
 	// of several, each one's by name, so that the binding one is reported.
 	first  *rlsv3.RateLimitResponse_RateLimit
 	limits map[string]*rlsv3.RateLimitResponse_RateLimit
+	// quotas are, by each of its current_limits, what its policy holds:
+	// the capacity (a bucket's burst, a window's limit) and the window
+	// over which it is granted, which current_limit cannot carry.
+	quotas map[*rlsv3.RateLimitResponse_RateLimit]quota
 	// aligned: its window is aligned to the clock, as envoy's are, and
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
@@ -80,7 +84,39 @@ func (s *Service) compile(r *config.Rule, l *labelling) (*rule, error) {
 		return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
 	}
 	c.spec = lim.Spec()
+	c.setQuotas()
 	return c, nil
+}
+
+// quota is a limit's capacity and the window over which it is granted
+// (for a bucket, the time to fill it from empty).
+type quota struct {
+	capacity int64
+	window   time.Duration
+}
+
+// setQuotas reads each limit's quota from the rule's spec.
+func (r *rule) setQuotas() {
+	parts := r.spec.Policies()
+	r.quotas = make(map[*rlsv3.RateLimitResponse_RateLimit]quota, len(parts))
+	if len(parts) == 1 {
+		r.quotas[r.first] = quota{parts[0].Limit(), parts[0].Window()}
+		return
+	}
+	for _, p := range parts {
+		if l, ok := r.limits[p.Name()]; ok {
+			r.quotas[l] = quota{p.Limit(), p.Window()}
+		}
+	}
+}
+
+// quotaOf is the quota of l, one of the rule's current_limits: a limit of
+// 0 (no spec) has none, and is its requests per unit and unit.
+func (r *rule) quotaOf(l *rlsv3.RateLimitResponse_RateLimit) quota {
+	if q, ok := r.quotas[l]; ok {
+		return q
+	}
+	return quota{int64(l.GetRequestsPerUnit()), limitPeriod(l)}
 }
 
 // currentLimit is a limit as the response reports it: its requests per
@@ -206,6 +242,7 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 		return nil, fmt.Errorf("%w: limit override: %w", errInvalidRequest, err)
 	}
 	r.spec = lim.Spec()
+	r.setQuotas()
 	return r, nil
 }
 
