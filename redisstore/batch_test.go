@@ -29,17 +29,24 @@ var batchPolicies = []ratekeeper.Policy{
 
 // newCall builds the call that Decide would send.
 func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64, sent time.Time) *call {
+	return newModeCall(t, s, spec, key, n, driver.Take, sent)
+}
+
+// newModeCall builds the call that Decide (Take), Charge or Refund would
+// send.
+func newModeCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64, mode driver.Mode, sent time.Time) *call {
 	t.Helper()
 	alg, err := scriptOf(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.call(context.Background(), alg, key, spec, n, driver.Take, sent)
+	return s.call(context.Background(), alg, key, spec, n, mode, sent)
 }
 
-// TestBatchDecidesLikeSingleCalls sends rounds of requests over a few keys
-// as combined batches to one store, and one by one to another, on the same
-// clocks: every Result must be the same, and each round one script call.
+// TestBatchDecidesLikeSingleCalls sends rounds of requests, charges and
+// refunds over a few keys as combined batches to one store, and one by one
+// to another, on the same clocks: every Result must be the same, and each
+// round one script call.
 func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 	client := redistest.Client(t)
 	for _, p := range batchPolicies {
@@ -62,8 +69,12 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					// A batch's requests may come at different times.
 					now = now.Add(time.Duration(r.IntN(30)) * time.Millisecond)
 					key, n := keys[r.IntN(len(keys))], int64(r.IntN(3))
-					calls = append(calls, newCall(t, batched, spec, key, n, now))
-					want = append(want, newCall(t, single, spec, key, n, now))
+					mode := [...]driver.Mode{driver.Take, driver.Take, driver.Take, driver.Charge, driver.Refund}[r.IntN(5)]
+					if mode == driver.Charge {
+						n = int64(r.IntN(7))
+					}
+					calls = append(calls, newModeCall(t, batched, spec, key, n, mode, now))
+					want = append(want, newModeCall(t, single, spec, key, n, mode, now))
 				}
 				if g := groupCalls(calls, true); len(g) != 1 {
 					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
