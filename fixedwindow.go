@@ -15,7 +15,8 @@ import (
 // a second of it left. It is the simplest and cheapest to reason about,
 // but a client may pass almost 2×Limit within a short span: the rest of
 // one window's Limit at its end, and Limit at the start of the next.
-// Denied requests do not count.
+// Denied requests do not count. A Charge beyond Limit leaves the window in
+// debt, which it forgets when it ends: the next window starts afresh.
 type FixedWindow struct {
 	// Limit is the number of requests allowed per window. 1 to MaxLimit.
 	Limit int64

@@ -16,7 +16,10 @@ const MaxLogLimit = 10_000
 // sorted set) and sums the costs of those younger than Window. It never
 // admits a burst across a window boundary, at the price of memory and time
 // that grow with the number of requests in the window, at most Limit; for
-// large limits prefer SlidingWindowCounter or GCRA.
+// large limits prefer SlidingWindowCounter or GCRA. A Charge into a window
+// that already holds Limit entries adds to its newest, which then counts
+// from the Charge's time, so that a debt never grows the log past Limit
+// entries; a Refund takes its units back from the newest entries.
 type SlidingWindowLog struct {
 	// Limit is the total cost allowed in any window. 1 to MaxLogLimit.
 	Limit int64
