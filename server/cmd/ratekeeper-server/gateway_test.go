@@ -16,11 +16,15 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/server/internal/certs/certstest"
 	"github.com/ratekeeper/ratekeeper/server/internal/envoytest"
+	"github.com/ratekeeper/ratekeeper/server/internal/xdstest"
 )
 
 // gateway is the files and ports of a ratelimit container as Envoy
@@ -29,39 +33,50 @@ type gateway struct {
 	root     string // /data: RUNTIME_ROOT
 	certs    *certstest.Secret
 	ca       *certstest.CA
-	grpc     string // :8081
-	http     string // :8080, the probes
-	metrics  string // :19001
-	debug    string // envoy's :6070, which Envoy Gateway leaves as is
-	xdsAddr  string // envoy-gateway:18001
+	grpc     string          // :8081
+	http     string          // :8080, the probes
+	metrics  string          // :19001
+	debug    string          // envoy's :6070, which Envoy Gateway leaves as is
+	xds      *xdstest.Server // envoy-gateway:18001, with mTLS
 	redisURL string
 }
 
+// newGateway lays out the container's files and ports, and starts the
+// xDS server of Envoy Gateway, with no snapshot yet. Like Envoy Gateway's
+// own, it needs Redis: outside `make test` it skips t.
 func newGateway(t *testing.T) *gateway {
 	t.Helper()
+	redisURL := redistest.Addr(t)
 	dir := t.TempDir()
-	g := &gateway{root: filepath.Join(dir, "data"), ca: certstest.NewCA(t, "envoy-gateway")}
+	g := &gateway{root: filepath.Join(dir, "data"), ca: certstest.NewCA(t, "envoy-gateway"), redisURL: redisURL}
 	// Envoy Gateway's envoy-rate-limit Secret: one certificate for the
 	// service and its xDS client, and the CA.
 	g.certs = certstest.NewSecret(t, filepath.Join(dir, "certs"), g.ca.Issue(t, "envoy-ratelimit", "127.0.0.1"), g.ca)
+	// Envoy Gateway's xDS server has a certificate of the same CA, and
+	// asks for a client certificate from it.
+	g.xds = xdstest.Start(t, &tls.Config{
+		Certificates: []tls.Certificate{g.ca.Issue(t, "envoy-gateway", "127.0.0.1").TLS(t)},
+		ClientCAs:    g.ca.Pool(),
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	})
 	if err := os.MkdirAll(filepath.Join(dir, "etc", "statsd-exporter"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "etc", "statsd-exporter", "conf.yaml"), "mappings: []\n")
-	addrs := make([]string, 5)
+	addrs := make([]string, 4)
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
 	}
-	g.grpc, g.http, g.metrics, g.debug, g.xdsAddr = addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
-	g.redisURL = os.Getenv(envoytest.EnvRedisAddr)
+	g.grpc, g.http, g.metrics, g.debug = addrs[0], addrs[1], addrs[2], addrs[3]
 	return g
 }
 
 // env is the environment Envoy Gateway gives the container
-// (internal/infrastructure/kubernetes/ratelimit/resource.go), with Redis,
-// its TLS and Prometheus, but CONFIG_TYPE=FILE: the configuration comes
-// from RUNTIME_ROOT's files. The listeners, which Envoy Gateway leaves at
-// their defaults, are moved to loopback ports.
+// (internal/infrastructure/kubernetes/ratelimit/resource.go), with Redis
+// and Prometheus enabled and tracing at its default (off). The listeners,
+// which Envoy Gateway leaves at their defaults, are moved to loopback
+// ports.
 func (g *gateway) env() map[string]string {
 	host := func(addr string) (string, string) { h, p, _ := net.SplitHostPort(addr); return h, p }
 	h, p := host(g.http)
@@ -74,8 +89,8 @@ func (g *gateway) env() map[string]string {
 		"RUNTIME_WATCH_ROOT":                 "false",
 		"LOG_LEVEL":                          "info",
 		"USE_STATSD":                         "false",
-		"CONFIG_TYPE":                        "FILE",
-		"CONFIG_GRPC_XDS_SERVER_URL":         g.xdsAddr,
+		"CONFIG_TYPE":                        "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":         g.xds.Addr,
 		"CONFIG_GRPC_XDS_NODE_ID":            "envoy-ratelimit",
 		"GRPC_SERVER_USE_TLS":                "true",
 		"GRPC_SERVER_TLS_CERT":               g.certs.Cert(),
@@ -95,10 +110,8 @@ func (g *gateway) env() map[string]string {
 		"GRPC_PORT":                          gp,
 		"DEBUG_HOST":                         dh,
 		"DEBUG_PORT":                         dp,
-	}
-	if g.redisURL != "" {
-		env["REDIS_SOCKET_TYPE"] = "tcp"
-		env["REDIS_URL"] = g.redisURL
+		"REDIS_SOCKET_TYPE":                  "tcp",
+		"REDIS_URL":                          g.redisURL,
 	}
 	return env
 }
@@ -158,54 +171,74 @@ func startBinary(t *testing.T, bin string, env map[string]string, g *gateway) *s
 
 // TestEnvoyGatewayEnvironment starts the service's binary, built by the
 // Dockerfile's command, with no arguments and exactly the environment
-// Envoy Gateway gives its ratelimit container, and checks that it answers
-// gRPC over TLS only, /healthcheck on PORT and Prometheus on
-// PROMETHEUS_ADDR. envoyproxy/ratelimit, the service it replaces, passes
-// the same checks: it is the control.
+// Envoy Gateway gives its ratelimit container, and checks that it starts
+// before any configuration, serves the configuration pushed by the xDS
+// server over mTLS, applies a new snapshot while it runs, answers gRPC
+// over TLS only, /healthcheck on PORT and Prometheus on PROMETHEUS_ADDR.
+// envoyproxy/ratelimit, the service it replaces, passes the same checks:
+// it is the control.
 func TestEnvoyGatewayEnvironment(t *testing.T) {
 	for _, svc := range []string{"ratekeeper-server", "envoyproxy/ratelimit"} {
 		t.Run(strings.ReplaceAll(svc, "/", "_"), func(t *testing.T) {
 			g := newGateway(t)
-			var bin string
-			if svc == "ratekeeper-server" {
-				bin = imageBinary(t)
-			} else {
-				if g.redisURL == "" {
-					t.Skip("envoyproxy/ratelimit needs Redis: run `make test`, which starts one")
-				}
+			bin := imageBinary(t)
+			if svc == "envoyproxy/ratelimit" {
 				bin = envoytest.Binary(t)
 			}
-			dir := filepath.Join(g.root, "ratelimit", "config")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(dir, "web.yaml"), oneConfig)
 			log := startBinary(t, bin, g.env(), g)
 			checkGateway(t, g, log)
 		})
 	}
 }
 
-// checkGateway checks the listeners of a service started as Envoy Gateway
-// starts it.
+// checkGateway checks a service started as Envoy Gateway starts it: the
+// snapshots pushed to node envoy-ratelimit, and its listeners.
 func checkGateway(t *testing.T, g *gateway, log *syncBuffer) {
 	t.Helper()
-	user := strconv.FormatInt(time.Now().UnixNano(), 36)
-	plain := &instance{grpc: g.grpc}
+	plain := &instance{grpc: g.grpc, log: log}
 	conn, err := dialPlain(g.grpc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	plain.conn = conn
-	if _, err := plain.ask(t, "web", "user", user); err == nil {
+	if _, err := plain.ask(t, "web", "user", "plain"); err == nil {
 		t.Error("gRPC answered a plaintext client")
 	}
 	client := &tls.Config{RootCAs: g.ca.Pool(), ServerName: "127.0.0.1"}
-	if _, err := askTLS(t, g.grpc, client); err != nil {
-		t.Errorf("gRPC over TLS: %v; output:\n%s", err, log.String())
+	tconn, err := grpc.NewClient(g.grpc, grpc.WithTransportCredentials(credentials.NewTLS(client)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + g.metrics + "/metrics")
+	defer tconn.Close()
+	s := &instance{grpc: g.grpc, log: log, conn: tconn}
+
+	g.xds.Set("envoy-ratelimit", "1", pushed(2))
+	waitLimit(t, s, 2)
+	user := "u" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if resp, err := s.ask(t, "web", "user", user); err != nil || resp.GetOverallCode() != want {
+			t.Fatalf("request %d of the first snapshot: %v %v, want %v", i+1, resp, err, want)
+		}
+	}
+	g.xds.Set("envoy-ratelimit", "2", pushed(5))
+	waitLimit(t, s, 5)
+	if g.xds.WaitRequest(10*time.Second, xdstest.IsACK("2")) == nil {
+		t.Error("the second snapshot was not ACKed")
+	}
+	if _, err := plain.ask(t, "web", "user", "plain"); err == nil {
+		t.Error("gRPC answered a plaintext client once configured")
+	}
+
+	resp, err := http.Get("http://" + g.http + "/healthcheck")
+	if err != nil {
+		t.Fatalf("/healthcheck on PORT: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/healthcheck on PORT: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + g.metrics + "/metrics")
 	if err != nil {
 		t.Fatalf("Prometheus at PROMETHEUS_ADDR: %v", err)
 	}
