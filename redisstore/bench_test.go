@@ -31,6 +31,38 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkCharge is BenchmarkAllow with a Charge of 1: a cost known
+// afterwards takes the same path through the client as a decision, so a
+// lone call allocates as much as one of BenchmarkAllow.
+func BenchmarkCharge(b *testing.B) {
+	lim, _, _ := newLimiter(b, benchBucket)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := lim.Charge(ctx, "k", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRefund refunds 1 at a time to a bucket drained beforehand that
+// refills 10 tokens a second, so that every refund has something to give
+// back.
+func BenchmarkRefund(b *testing.B) {
+	lim, _, _ := newLimiter(b, ratekeeper.TokenBucket{Capacity: ratekeeper.MaxLimit, RefillRate: 10, RefillInterval: time.Second})
+	ctx := context.Background()
+	if _, err := lim.Charge(ctx, "k", ratekeeper.MaxLimit); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lim.Reset(ctx, "k") })
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := lim.Refund(ctx, "k", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAllowDeadline is BenchmarkAllow with a deadline on every call's
 // context, as a server's request has: over a client with go-redis's
 // default options, a lone call is then handed to a goroutine of its own,
