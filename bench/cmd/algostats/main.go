@@ -14,6 +14,9 @@
 // Every policy grants -limit requests per minute (default 100). The timed
 // part runs -runs times and the table gives the median. With -mode charge
 // or refund, each timed decision is a Charge or a Refund of 1 instead.
+// With -ops decide,charge,refund, algostats measures those operations of
+// every algorithm side by side instead, and gives each one's server time
+// per call and its ratio to a decision's (see ops.go).
 //
 // algostats runs CONFIG RESETSTAT and reads server-wide statistics, so give
 // it a Redis of its own, for example from the repository root:
@@ -27,7 +30,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -36,7 +38,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,19 @@ func main() {
 	if _, ok := modes[costMode]; !ok {
 		log.Fatalf("-mode %q: want take, charge or refund", costMode)
 	}
+	var ops []string
+	var err error
+	if *opsFlag != "" {
+		if costMode != "take" {
+			log.Fatal("-ops measures charges and refunds itself: give no -mode with it")
+		}
+		if *chunkFlag <= 0 {
+			log.Fatal("-chunk must be positive")
+		}
+		if ops, err = parseOps(*opsFlag); err != nil {
+			log.Fatal(err)
+		}
+	}
 	// Redis counts usec in wall-clock time, which grows whenever the client
 	// takes its core: kept to one core, the client leaves Redis the other.
 	runtime.GOMAXPROCS(1)
@@ -83,7 +97,12 @@ func main() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
 	defer rdb.Close()
-	if err := run(ctx, rdb, *n, *callers, *runs, *limit); err != nil {
+	if *opsFlag == "" {
+		err = run(ctx, rdb, *n, *callers, *runs, *limit)
+	} else {
+		err = runOps(ctx, rdb, ops, *n, *callers, *runs, *limit, *chunkFlag)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -116,21 +135,7 @@ func run(ctx context.Context, rdb *redis.Client, n, numCallers, runs, limit int)
 		}
 	}()
 
-	// The same sequence of callers for every algorithm and run.
-	r := rand.New(rand.NewPCG(1, 2))
-	zipf := rand.NewZipf(r, zipfS, zipfV, uint64(numCallers-1))
-	seq := make([]int, n)
-	perCaller := make([]int, numCallers)
-	for i := range seq {
-		seq[i] = int(zipf.Uint64())
-		perCaller[seq[i]]++
-	}
-	hot := 0
-	for _, c := range perCaller {
-		if c > limit {
-			hot++
-		}
-	}
+	seq, hot := zipfSequence(n, numCallers, limit)
 
 	rows := make([]row, len(subjects))
 	for i, s := range subjects {
@@ -187,6 +192,8 @@ type subject struct {
 	decide, prepare func(ctx context.Context, caller string) (bool, error)
 	// load loads the script, so that every measured decision is an EVALSHA.
 	load func(ctx context.Context) error
+	// lim is the Limiter of a ratekeeper algorithm, nil for the guide's script.
+	lim *ratekeeper.Limiter
 }
 
 func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
@@ -227,6 +234,7 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 				_, err := lim.Peek(ctx, "user:warm-up")
 				return err
 			},
+			lim: lim,
 		})
 	}
 	if costMode != "take" {
@@ -308,106 +316,23 @@ func measureMemory(ctx context.Context, rdb *redis.Client, s subject, callers []
 	return after1 / float64(len(callers)), afterLimit / float64(len(callers)), nil
 }
 
-// cost is what one run of decisions cost the server, per decision.
-type cost struct {
-	usec    float64 // script time, including the commands it calls
-	calls   float64 // commands called from scripts
-	allowed float64 // share of decisions allowed
-}
-
-// notScripted are commands in commandstats that scripts do not call.
-var notScripted = map[string]bool{
-	"evalsha": true, "eval": true, "script": true, "config": true, "info": true,
-	"hello": true, "client": true, "ping": true, "del": true, "memory": true,
-}
-
-// measureCost runs seq's decisions from fresh keys and reads their cost
-// from INFO commandstats.
-func measureCost(ctx context.Context, rdb *redis.Client, s subject, callers []string, seq []int) (cost, error) {
-	if err := deleteKeys(ctx, rdb, s, callers); err != nil {
-		return cost{}, err
+// zipfSequence draws n decisions' callers, the same for every algorithm
+// and run, and counts the callers that make more than limit requests.
+func zipfSequence(n, numCallers, limit int) (seq []int, hot int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(r, zipfS, zipfV, uint64(numCallers-1))
+	seq = make([]int, n)
+	perCaller := make([]int, numCallers)
+	for i := range seq {
+		seq[i] = int(zipf.Uint64())
+		perCaller[seq[i]]++
 	}
-	if err := s.load(ctx); err != nil {
-		return cost{}, err
-	}
-	decide := s.allow
-	if s.decide != nil {
-		decide = s.decide
-	}
-	if s.prepare != nil {
-		for _, i := range seq {
-			if _, err := s.prepare(ctx, callers[i]); err != nil {
-				return cost{}, err
-			}
+	for _, c := range perCaller {
+		if c > limit {
+			hot++
 		}
 	}
-	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-		return cost{}, err
-	}
-	allowed := 0
-	for _, i := range seq {
-		ok, err := decide(ctx, callers[i])
-		if err != nil {
-			return cost{}, err
-		}
-		if ok {
-			allowed++
-		}
-	}
-	info, err := rdb.InfoMap(ctx, "commandstats").Result()
-	if err != nil {
-		return cost{}, err
-	}
-	var c cost
-	var scripts int64
-	for name, v := range info["Commandstats"] {
-		cmd := strings.TrimPrefix(name, "cmdstat_")
-		calls, usec, err := parseCommandStat(v)
-		if err != nil {
-			return cost{}, fmt.Errorf("%s: %w", name, err)
-		}
-		switch {
-		case cmd == "evalsha" || cmd == "eval":
-			scripts += calls
-			c.usec += float64(usec)
-		case !notScripted[cmd]:
-			c.calls += float64(calls)
-		}
-	}
-	d := float64(len(seq))
-	if scripts != int64(len(seq)) {
-		return cost{}, fmt.Errorf("%d script calls for %d decisions: is another client using this Redis?", scripts, len(seq))
-	}
-	c.usec /= d
-	c.calls /= d
-	c.allowed = float64(allowed) / d
-	return c, nil
-}
-
-// parseCommandStat reads calls and usec from a commandstats value such as
-// "calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=0".
-func parseCommandStat(v string) (calls, usec int64, err error) {
-	var seen int
-	for field := range strings.SplitSeq(v, ",") {
-		name, val, _ := strings.Cut(field, "=")
-		var p *int64
-		switch name {
-		case "calls":
-			p = &calls
-		case "usec":
-			p = &usec
-		default:
-			continue
-		}
-		if *p, err = strconv.ParseInt(val, 10, 64); err != nil {
-			return 0, 0, err
-		}
-		seen++
-	}
-	if seen != 2 {
-		return 0, 0, errors.New("no calls or usec in " + strconv.Quote(v))
-	}
-	return calls, usec, nil
+	return seq, hot
 }
 
 // deleteKeys deletes the callers' keys under s.
