@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // TestVersion: -version prints the module's version, "devel" in a test
@@ -53,5 +55,21 @@ func TestShutdownLogged(t *testing.T) {
 	}
 	if s := log.String(); !strings.Contains(s, "shutting down") || !strings.Contains(s, "ratekeeper-server stopped") {
 		t.Errorf("the log does not say it shuts down and stopped:\n%s", s)
+	}
+}
+
+// TestMemstoreMaxKeys: -memstore-max-keys bounds the in-process store.
+func TestMemstoreMaxKeys(t *testing.T) {
+	st, err := openStore(redisSettings{}, "rk:", 1234, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	m, ok := st.store.(*memstore.Store)
+	if !ok {
+		t.Fatalf("the in-process store is a %T", st.store)
+	}
+	if m.MaxKeys() != 1234 {
+		t.Errorf("the in-process store bounds %d keys, want 1234", m.MaxKeys())
 	}
 }
