@@ -18,8 +18,8 @@ var ErrNoCharges = fmt.Errorf("ratekeeper: the store takes no charges or refunds
 // Allowed reports whether it fitted. A key charged more than it held is in
 // debt: Remaining is below zero by the debt (−15 after a Charge of 25 on a
 // fresh limit of 10), RetryAfter is the time until a request of cost 1
-// could pass again, and later requests are denied until time has repaid
-// the debt. A FixedWindow forgets its debt when its window ends.
+// could pass again (0 if one can now, even when n did not fit), and later
+// requests are denied until time has repaid the debt. A FixedWindow forgets its debt when its window ends.
 //
 // Each algorithm holds a debt up to a bound that keeps its state exact
 // (docs/algorithms.md states each): a Charge beyond it takes its cost up

@@ -128,7 +128,7 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode)
 		st.Live, st.V[0], st.V[1] = true, count, start
 	}
 	var retryAfter, resetAfter int64
-	if !allowed {
+	if !allowed || mode == driver.Charge && count+need > limit {
 		retryAfter = start + p.Interval - now // the next window admits any cost up to Limit
 	}
 	if count > 0 {

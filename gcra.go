@@ -145,8 +145,8 @@ func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 	}
 	allowed := next-now <= p.Capacity*interval // never when capped
 	st.Live, st.V[0] = true, next
-	o := gcraOutcome(p, now, next, next+interval, allowed)
-	o.Capped = capped
+	o := gcraOutcome(p, now, next, next+interval, next+interval-now <= p.Capacity*interval)
+	o.Allowed, o.Capped = allowed, capped
 	return o
 }
 

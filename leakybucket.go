@@ -241,8 +241,9 @@ func chargeLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
 	if pour > 0 {
 		st.Live, st.V[0], st.V[1] = true, empty, spare
 	}
-	o := leakyOutcome(p, empty-now, spare, (capacity-unit+spare)/rate, allowed)
-	o.Capped = pour < n
+	fits := (capacity - unit + spare) / rate
+	o := leakyOutcome(p, empty-now, spare, fits, empty-now <= fits)
+	o.Allowed, o.Capped = allowed, pour < n
 	return o
 }
 

@@ -79,7 +79,9 @@ type Result struct {
 	// (a continuous refill, a weighted estimate), the other two count.
 	Remaining float64
 	// RetryAfter is 0 when allowed; otherwise the time until the same
-	// request (for a peek, one of cost 1) could be allowed.
+	// request (for a peek, one of cost 1) could be allowed. After a Charge
+	// or a Refund, it is the time until a request of cost 1 could pass (0
+	// if one can now), whether or not the Charge fitted.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the limiter is back to its full
 	// capacity, as if the key had never been used.

@@ -91,7 +91,7 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 		st.Live, st.V = true, [3]int64{start, prev, curr}
 	}
 	var retryAfter, resetAfter int64
-	if !allowed {
+	if !allowed || mode == driver.Charge && !(limit-curr-need >= 0 && weighted <= limit-curr-need) {
 		retryAfter = slidingCounterRetry(limit, window, start, now, prev, curr, need)
 	}
 	switch {

@@ -159,7 +159,7 @@ func stepSlidingWindowLog(p driver.Params, st *state, now, n int64, mode driver.
 		*logp, st.Live = log, true
 	}
 	var retryAfter, resetAfter int64
-	if !allowed {
+	if !allowed || mode == driver.Charge && used+need > limit {
 		// Wait until enough of the oldest entries have left: the first
 		// that covers the excess with those before it. It is at most the
 		// excess-th, as every entry costs at least 1.

@@ -168,7 +168,7 @@ func chargeTokenBucket(p driver.Params, st *state, now, n int64) outcome {
 	capped := tokens-need < floor
 	tokens = max(tokens-need, floor)
 	st.Live, st.V[0], st.V[1] = true, tokens, last
-	o := tokenBucketOutcome(p, now, tokens, last, unit, allowed)
+	o := tokenBucketOutcome(p, now, tokens, last, unit, tokens >= unit)
 	o.Allowed, o.Capped = allowed, capped
 	return o
 }

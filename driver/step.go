@@ -33,7 +33,8 @@ type Outcome struct {
 	// Remaining is what is left after the decision, in millionths.
 	Remaining int64
 	// RetryAfter is 0 when allowed; else the time until the same request
-	// could be allowed, in microseconds.
+	// could be allowed, in microseconds. After a Charge or a Refund, the
+	// time until a request of cost 1 could be.
 	RetryAfter int64
 	// ResetAfter is the time until the state is full again, in
 	// microseconds.

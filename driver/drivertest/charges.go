@@ -115,9 +115,18 @@ func (ts *suite) testChargeIntoDebt(t *testing.T) {
 				if res, err := lim.Allow(ctx, "never"); err != nil || res.Allowed {
 					t.Fatalf("Allow after all 10 = %+v, %v: a refund on a fresh key let more through", res, err)
 				}
-				// A charge that fits is allowed, as a take would be.
+				// A charge that fits is allowed, as a take would be; its
+				// RetryAfter is for the next request, of cost 1.
 				res, err = lim.Charge(ctx, "k", 4)
 				testutil.WantResult(t, "Charge(4) when full", res, err, true, 6)
+				if res.RetryAfter != 0 {
+					t.Fatalf("Charge(4) when full = %+v: want RetryAfter 0, a request of cost 1 passes", res)
+				}
+				res, err = lim.Charge(ctx, "k", 6)
+				testutil.WantResult(t, "Charge(6) of the last 6", res, err, true, 0)
+				if res.RetryAfter <= 0 {
+					t.Fatalf("Charge(6) of the last 6 = %+v: want the RetryAfter of a request of cost 1", res)
+				}
 				// A negative cost is an error.
 				if _, err := lim.Charge(ctx, "k", -1); !errors.Is(err, ratekeeper.ErrInvalidCost) {
 					t.Fatalf("Charge(-1): %v, want ErrInvalidCost", err)

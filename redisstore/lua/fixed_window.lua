@@ -50,7 +50,7 @@ function charges.fixed_window(key, n, now, slack, limit, aligned, window)
   if capped then count = most else count = count + n end
   fw_set(key, count, start, now, slack, window)
   local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
-  if fitted then a, t = 1, 0 elseif capped then a = 2 else a = 0 end
+  if fitted then a = 1 elseif capped then a = 2 else a = 0 end
   return a, r, t, z
 end
 

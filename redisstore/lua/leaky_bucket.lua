@@ -119,9 +119,12 @@ function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     empty, spare = empty + q, spare - r
   end
   if pour > 0 then lb_set(key, empty, spare, now, slack) end
-  local a, rem, t, z = lb_outcome(allowed, empty - now, spare, math.floor((capacity - unit + spare) / rate), capacity, rate, unit)
-  if pour < n then a = 2 end
-  return a, rem, t, z
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if empty - now <= fits then next_fits = 1 end
+  local _, rem, t, z = lb_outcome(next_fits, empty - now, spare, fits, capacity, rate, unit)
+  if pour < n then allowed = 2 end
+  return allowed, rem, t, z
 end
 
 -- A refund drains up to n requests at once.

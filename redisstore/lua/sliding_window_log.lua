@@ -130,7 +130,7 @@ function charges.sliding_window_log(key, n, now, slack, limit, _, window)
     used = used + take
   end
   local retry_after = 0
-  if allowed == 0 then
+  if used + 1 > limit then -- for a request of cost 1
     retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
   end
   local reset_after = 0

@@ -76,7 +76,9 @@ function charges.token_bucket(key, n, now, slack, capacity, rate, interval)
   if tokens < floor then floor = tokens end
   tokens = tokens - cost
   if tokens < floor then tokens, allowed = floor, 2 end
-  local a, r, t, z = tb_outcome(allowed == 1 and 1 or 0, tokens, last, 1000000, now, capacity, rate, interval)
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if tokens >= 1000000 then next_fits = 1 end
+  local _, r, t, z = tb_outcome(next_fits, tokens, last, 1000000, now, capacity, rate, interval)
   tb_set(key, tokens, last, z, slack)
   return allowed, r, t, z
 end

@@ -167,7 +167,7 @@ function charges.fixed_window(key, n, now, slack, limit, aligned, window)
   if capped then count = most else count = count + n end
   fw_set(key, count, start, now, slack, window)
   local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
-  if fitted then a, t = 1, 0 elseif capped then a = 2 else a = 0 end
+  if fitted then a = 1 elseif capped then a = 2 else a = 0 end
   return a, r, t, z
 end
 
@@ -241,9 +241,11 @@ function charges.gcra(key, n, now, slack, burst, _, interval)
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
-  local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
-  if capped then a = 2 end
-  return a, r, t, z
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if next_tat + interval - now <= burst * interval then next_fits = 1 end
+  local _, r, t, z = gcra_outcome(next_fits, next_tat, next_tat + interval, now, burst, interval)
+  if capped then allowed = 2 end
+  return allowed, r, t, z
 end
 
 function refunds.gcra(key, n, now, slack, burst, _, interval)
@@ -379,9 +381,12 @@ function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     empty, spare = empty + q, spare - r
   end
   if pour > 0 then lb_set(key, empty, spare, now, slack) end
-  local a, rem, t, z = lb_outcome(allowed, empty - now, spare, math.floor((capacity - unit + spare) / rate), capacity, rate, unit)
-  if pour < n then a = 2 end
-  return a, rem, t, z
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if empty - now <= fits then next_fits = 1 end
+  local _, rem, t, z = lb_outcome(next_fits, empty - now, spare, fits, capacity, rate, unit)
+  if pour < n then allowed = 2 end
+  return allowed, rem, t, z
 end
 
 -- A refund drains up to n requests at once.
@@ -494,10 +499,10 @@ function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local most = math.max(limit + 1000000000, curr)
   local capped = curr + n > most
   if capped then curr = most else curr = curr + n end
-  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, 1, now, limit, window)
+  local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
-  if capped then a = 2 end
-  return a, r, t, z
+  if capped then allowed = 2 end
+  return allowed, r, t, z
 end
 
 -- A refund takes from the current window's count first, then from the
@@ -647,7 +652,7 @@ function charges.sliding_window_log(key, n, now, slack, limit, _, window)
     used = used + take
   end
   local retry_after = 0
-  if allowed == 0 then
+  if used + 1 > limit then -- for a request of cost 1
     retry_after = log_retry(key, first, first_at, first_start, used + 1 - limit, now, window)
   end
   local reset_after = 0
@@ -763,7 +768,9 @@ function charges.token_bucket(key, n, now, slack, capacity, rate, interval)
   if tokens < floor then floor = tokens end
   tokens = tokens - cost
   if tokens < floor then tokens, allowed = floor, 2 end
-  local a, r, t, z = tb_outcome(allowed == 1 and 1 or 0, tokens, last, 1000000, now, capacity, rate, interval)
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if tokens >= 1000000 then next_fits = 1 end
+  local _, r, t, z = tb_outcome(next_fits, tokens, last, 1000000, now, capacity, rate, interval)
   tb_set(key, tokens, last, z, slack)
   return allowed, r, t, z
 end

@@ -150,9 +150,11 @@ function charges.gcra(key, n, now, slack, burst, _, interval)
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
-  local a, r, t, z = gcra_outcome(allowed, next_tat, next_tat + interval, now, burst, interval)
-  if capped then a = 2 end
-  return a, r, t, z
+  local next_fits = 0 -- whether a request of cost 1 passes now
+  if next_tat + interval - now <= burst * interval then next_fits = 1 end
+  local _, r, t, z = gcra_outcome(next_fits, next_tat, next_tat + interval, now, burst, interval)
+  if capped then allowed = 2 end
+  return allowed, r, t, z
 end
 
 function refunds.gcra(key, n, now, slack, burst, _, interval)

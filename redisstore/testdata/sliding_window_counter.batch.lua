@@ -205,10 +205,10 @@ function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local most = math.max(limit + 1000000000, curr)
   local capped = curr + n > most
   if capped then curr = most else curr = curr + n end
-  local a, r, t, z = swc_outcome(allowed, start, prev, curr, weighted, 1, now, limit, window)
+  local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
-  if capped then a = 2 end
-  return a, r, t, z
+  if capped then allowed = 2 end
+  return allowed, r, t, z
 end
 
 -- A refund takes from the current window's count first, then from the
