@@ -144,8 +144,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	metrics := server.NewMetrics(reg)
 	opts := server.Options{
 		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
-		StoreTimeout: s.svc.storeTimeout,
-		DeniedHits: s.deniedHits(), CountOverLimit: s.countOverLimit,
+		StoreTimeout: s.svc.storeTimeout, DeniedHits: s.deniedHits(), CountOverLimit: s.countOverLimit,
 	}
 	if s.limitHeaders {
 		opts.LimitHeaders = &server.LimitHeaders{Limit: s.limitHeaderNames[0], Remaining: s.limitHeaderNames[1], Reset: s.limitHeaderNames[2]}
