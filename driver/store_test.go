@@ -118,6 +118,36 @@ func TestCheckRequests(t *testing.T) {
 	}
 }
 
+// TestCheckRequestsModes: a charge or a refund takes costs up to
+// MaxLimit, beyond what its policy admits at once, while a take does
+// not; a mode past Refund, or ChargeOver on anything but a take, is an
+// error naming its request.
+func TestCheckRequestsModes(t *testing.T) {
+	spec := specOf(t, ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 2})
+	for _, tc := range []struct {
+		r    driver.Request
+		want string // "" for none
+	}{
+		{driver.Request{N: 3, Mode: driver.Charge}, ""},
+		{driver.Request{N: driver.MaxLimit, Mode: driver.Refund}, ""},
+		{driver.Request{N: driver.MaxLimit + 1, Mode: driver.Charge}, "the most one charge or refund takes"},
+		{driver.Request{N: 3, Mode: driver.Take}, "can never be admitted"},
+		{driver.Request{N: 3}, "can never be admitted"}, // Check is Take
+		{driver.Request{N: 1, ChargeOver: true}, ""},
+		{driver.Request{N: 1, Mode: driver.Refund, ChargeOver: true}, "ChargeOver with refund"},
+		{driver.Request{N: 1, Mode: driver.Refund + 1}, "invalid mode(4)"},
+	} {
+		tc.r.Key, tc.r.Spec = "k", spec
+		err := driver.CheckRequests([]driver.Request{{Key: "a", Spec: spec, N: 1}, tc.r})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.r, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasSuffix(err.Error(), "(request 1)")):
+			t.Errorf("%+v: %v, want an error with %q naming request 1", tc.r, err, tc.want)
+		}
+	}
+}
+
 func TestDecision(t *testing.T) {
 	single := specOf(t, ratekeeper.GCRA{Rate: 1, Period: time.Second, Burst: 2})
 	o := driver.Outcome{Allowed: true, Remaining: 1, ResetAfter: 5}
