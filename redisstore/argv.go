@@ -14,6 +14,9 @@ type request struct {
 	// single.lua; for all.lua, every policy of an All, or of the requests
 	// of a DecideAll, decided together.
 	parts []part
+	// one holds parts for a single policy, so that a lone decision
+	// allocates no array of its own.
+	one [1]part
 	// now is the time to decide at, in microseconds, or serverClock.
 	now int64
 	// mode is what the request does with its cost: the same for every

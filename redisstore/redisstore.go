@@ -256,7 +256,11 @@ func (s *Store) send(ctx context.Context, calls []*call) error {
 // mode, sent at sent.
 func (s *Store) call(ctx context.Context, alg *algorithm, key string, spec *driver.ValidSpec, n int64, mode driver.Mode, sent time.Time) *call {
 	c := &call{alg: alg, keys: s.keys(key, spec), ctx: ctx,
-		req: request{now: s.clockOf(sent), mode: mode, parts: make([]part, 0, max(spec.NumParts(), 1))}}
+		req: request{now: s.clockOf(sent), mode: mode}}
+	c.req.parts = c.req.one[:0]
+	if spec.NumParts() > 1 {
+		c.req.parts = make([]part, 0, spec.NumParts())
+	}
 	c.req.appendParts(spec, n)
 	return c
 }
