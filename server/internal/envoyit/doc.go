@@ -14,6 +14,6 @@
 // Their assertions are as written. Package fixture starts what envoy's
 // Makefile starts before the tests (Redis over TLS, a Cluster, Sentinel) on
 // free loopback ports; runner.Start skips the exempt cases (memcached,
-// envoy's local cache, statsd tags) and the pending ones, each with its
-// reason. The configuration files under runtime/ are envoy's.
+// envoy's local cache, statsd tags), each with its reason. The
+// configuration files under runtime/ are envoy's.
 package integration

@@ -63,9 +63,6 @@ func Start(t *testing.T, s settings.Settings) *Runner {
 	if len(s.ExtraTags) > 0 {
 		t.Skip(fixture.ExemptStatsd)
 	}
-	if reason, ok := pending(t.Name()); ok {
-		t.Skip(reason)
-	}
 	fixture.Need(t)
 	for _, addrs := range servedBy(s) {
 		if err := fixture.Ensure(addrs); err != nil {
