@@ -25,33 +25,6 @@ type Store interface {
 	driver.MultiDecider
 }
 
-// OnStoreError says how the service answers when its store fails.
-type OnStoreError int
-
-const (
-	// FailUnavailable answers the gRPC status UNAVAILABLE (and HTTP 503),
-	// so that Envoy's failure_mode_deny setting decides.
-	FailUnavailable OnStoreError = iota
-	// FailAllow answers OK, as if no limit applied.
-	FailAllow
-	// FailDeny answers OVER_LIMIT for every limited descriptor.
-	FailDeny
-)
-
-// ParseOnStoreError reads the -on-store-error flag: "unavailable",
-// "allow" or "deny".
-func ParseOnStoreError(s string) (OnStoreError, error) {
-	switch s {
-	case "", "unavailable":
-		return FailUnavailable, nil
-	case "allow":
-		return FailAllow, nil
-	case "deny":
-		return FailDeny, nil
-	}
-	return 0, fmt.Errorf("on-store-error must be unavailable, allow or deny, not %q", s)
-}
-
 // Options configure a Service.
 type Options struct {
 	// Shadow puts every rule in shadow mode: requests are decided and
@@ -86,15 +59,6 @@ type Options struct {
 	// storeBudget); 0 is DefaultStoreTimeout.
 	StoreTimeout time.Duration
 }
-
-// DefaultStoreTimeout is the longest the store may take to decide a
-// request, when the caller allows more: a decision later than this is of
-// no use to a proxy holding its request.
-const DefaultStoreTimeout = 500 * time.Millisecond
-
-// storeShare is the part of a caller's remaining deadline the store may
-// take: the rest is left to answer by OnStoreError when the store hangs.
-const storeShare = 0.75
 
 // Service decides rate limit requests against a configuration. It is safe
 // for concurrent use; SetConfig swaps the configuration atomically.
@@ -192,18 +156,6 @@ type descriptor struct {
 // errInvalidRequest marks a request the service refuses to decide.
 var errInvalidRequest = errors.New("invalid rate limit request")
 
-// ErrStoreUnavailable is matched by the error of a decision the store
-// failed. Its text is all a caller sees: the store's own error, with
-// Redis's address and the keys, goes to the log.
-var ErrStoreUnavailable = errors.New("the rate limit store is unavailable")
-
-// storeError is a store's failure as callers see it: ErrStoreUnavailable's
-// text, matching both it and the store's error (a context's end, say).
-type storeError struct{ err error }
-
-func (e storeError) Error() string   { return ErrStoreUnavailable.Error() }
-func (e storeError) Unwrap() []error { return []error{ErrStoreUnavailable, e.err} }
-
 // Decide answers one rate limit request. It returns an error wrapping
 // errInvalidRequest for a request without a domain or descriptors, and the
 // store's error when the store fails and OnStoreError is FailUnavailable.
@@ -216,14 +168,6 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		return s.answerWithout(ds, s.fallbackCode()), nil
 	}
 	return s.answer(snap, req.GetDomain(), ds), nil
-}
-
-// fallbackCode is the code of limited descriptors when the store fails.
-func (s *Service) fallbackCode() rlsv3.RateLimitResponse_Code {
-	if s.opts.OnStoreError == FailDeny {
-		return rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	return rlsv3.RateLimitResponse_OK
 }
 
 // run resolves and decides a request's descriptors. fallback reports a
@@ -252,18 +196,7 @@ func (s *Service) runCharging(ctx context.Context, req *rlsv3.RateLimitRequest, 
 	for i, c := range charges {
 		ds[i].charge = c
 	}
-	budget := s.storeBudget(ctx)
-	storeCtx, cancel := context.WithTimeout(ctx, budget)
-	err = s.decide(storeCtx, ds)
-	if err != nil && ctx.Err() == nil && (storeCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
-		// The store's budget ended, not the caller's deadline: a store
-		// failure like any other, which must not read as the caller's
-		// DEADLINE_EXCEEDED. (A connection's read deadline, set to the
-		// budget's, may fire before the context's timer does.)
-		err = fmt.Errorf("the store did not answer within %v: %v", budget, err)
-	}
-	cancel()
-	if err != nil {
+	if err := s.decideInBudget(ctx, ds); err != nil {
 		if errors.Is(err, driver.ErrTooManyRequests) {
 			return nil, nil, false, fmt.Errorf("%w: %w", errInvalidRequest, err)
 		}
@@ -275,18 +208,6 @@ func (s *Service) runCharging(ctx context.Context, req *rlsv3.RateLimitRequest, 
 		return snap, ds, true, nil
 	}
 	return snap, ds, false, nil
-}
-
-// storeBudget is how long the store may take to decide a request: the
-// lesser of StoreTimeout and three quarters of the caller's remaining
-// deadline, so that a store that hangs (a paused Redis) leaves the
-// service time to answer by OnStoreError before the caller gives up.
-func (s *Service) storeBudget(ctx context.Context) time.Duration {
-	budget := s.opts.StoreTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		budget = min(budget, time.Duration(float64(time.Until(deadline))*storeShare))
-	}
-	return budget
 }
 
 // resolve finds each descriptor's rule, key and hits, applying replaces.
