@@ -38,17 +38,17 @@ func TestOnStoreErrorWhileRedisHangs(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			svc := newService(t, redisstore.New(client, redisstore.WithKeyPrefix(unique(t)+":")), testConfig,
-				Options{OnStoreError: mode.on, StoreTimeout: 200 * time.Millisecond})
+				Options{OnStoreError: mode.on, StoreTimeout: 300 * time.Millisecond})
 			req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "u")}}
 			if _, err := svc.Decide(context.Background(), req); err != nil { // loads the script
 				t.Fatal(err)
 			}
-			if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+			if err := admin.Do(context.Background(), "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
 				t.Fatal(err)
 			}
 
-			// A caller's deadline shorter than StoreTimeout: answered within it.
-			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			// A caller's deadline: answered within it, after StoreTimeout.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			resp, err := svc.Decide(ctx, req)
 			late := ctx.Err()
 			cancel()
@@ -82,5 +82,24 @@ func TestOnStoreErrorWhileRedisHangs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStoreBudget: the store gets StoreTimeout, or three quarters of the
+// caller's remaining time when that is shorter.
+func TestStoreBudget(t *testing.T) {
+	svc := New(nil, Options{StoreTimeout: 500 * time.Millisecond})
+	if got := svc.storeBudget(context.Background()); got != 500*time.Millisecond {
+		t.Errorf("no deadline: %v, want StoreTimeout", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if got := svc.storeBudget(ctx); got != 500*time.Millisecond {
+		t.Errorf("a deadline in 1 s: %v, want StoreTimeout", got)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if got := svc.storeBudget(ctx); got > 150*time.Millisecond || got < 100*time.Millisecond {
+		t.Errorf("a deadline in 200 ms: %v, want about 150 ms", got)
 	}
 }
