@@ -74,18 +74,14 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 		ds[idx[j]].asked = reqs[j]
 	}
-	if len(idx) == 1 && reqs[0].Act() == driver.Take && !reqs[0].ChargeOver {
-		d := &ds[idx[0]]
-		dec, err := s.store.Decide(ctx, d.key, d.rule.spec, reqs[0].N)
+	if len(idx) == 1 {
+		dec, ok, err := s.decideOne(ctx, reqs[0])
 		if err != nil {
 			return err
 		}
-		if d.res, err = ratekeeper.ResultOf(d.rule.spec, dec); err != nil {
-			return err
+		if ok {
+			return s.record(&ds[idx[0]], dec)
 		}
-		d.decided = true
-		s.judgePeek(d)
-		return nil
 	}
 	decs, err := s.store.DecideAll(ctx, reqs)
 	if err == nil && len(decs) != len(reqs) {
@@ -95,14 +91,40 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		return err
 	}
 	for j, i := range idx {
-		d := &ds[i]
-		if d.res, err = ratekeeper.ResultOf(reqs[j].Spec, decs[j]); err != nil {
+		if err := s.record(&ds[i], decs[j]); err != nil {
 			return err
 		}
-		d.decided = true
-		s.judgePeek(d)
 	}
 	return nil
+}
+
+// record keeps the store's Decision for d, as the descriptor's Result.
+func (s *Service) record(d *descriptor, dec driver.Decision) error {
+	res, err := ratekeeper.ResultOf(d.rule.spec, dec)
+	if err != nil {
+		return err
+	}
+	d.res, d.decided = res, true
+	s.judgePeek(d)
+	return nil
+}
+
+// decideOne decides a lone request with the store's call for its mode,
+// which is cheaper than a decision of several keys: ok is false when there
+// is none (a ChargeOver, or a store that is no driver.Charger).
+func (s *Service) decideOne(ctx context.Context, r driver.Request) (dec driver.Decision, ok bool, err error) {
+	c, charger := s.store.(driver.Charger)
+	switch m := r.Act(); {
+	case m == driver.Take && !r.ChargeOver:
+		dec, err = s.store.Decide(ctx, r.Key, r.Spec, r.N)
+	case m == driver.Charge && charger:
+		dec, err = c.Charge(ctx, r.Key, r.Spec, r.N)
+	case m == driver.Refund && charger:
+		dec, err = c.Refund(ctx, r.Key, r.Spec, r.N)
+	default:
+		return driver.Decision{}, false, nil
+	}
+	return dec, true, err
 }
 
 // judgePeek judges a descriptor that was only looked at, for a request
