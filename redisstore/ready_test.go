@@ -81,3 +81,13 @@ func TestReadyWhileRedisRefusesWrites(t *testing.T) {
 		t.Errorf("a decision while Redis refuses writes: %v, want its OOM error", err)
 	}
 }
+
+// TestReadyOverCluster: over a Cluster, Ready asks every master.
+func TestReadyOverCluster(t *testing.T) {
+	client := redistest.ClusterClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := redisstore.New(client).Ready(ctx); err != nil {
+		t.Errorf("Ready over a healthy Cluster: %v", err)
+	}
+}
