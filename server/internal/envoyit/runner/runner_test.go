@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -61,4 +62,11 @@ func same(a, b reflect.Value) bool {
 		return true
 	}
 	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// TestMain removes what package fixture made for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fixture.Stop()
+	os.Exit(code)
 }
