@@ -149,7 +149,8 @@ type DecideStatus struct {
 	// Capacity is the most the binding limit lets through at once: a
 	// bucket's burst (which may be below Limit), a window's Limit.
 	Capacity int64 `json:"capacity,omitempty"`
-	// Remaining is what a request could still take now.
+	// Remaining is what a request could still take now; below zero by a
+	// debt that charges left.
 	Remaining    float64 `json:"remaining"`
 	RetryAfterMs int64   `json:"retry_after_ms"`
 	ResetAfterMs int64   `json:"reset_after_ms"`
