@@ -24,8 +24,32 @@ type file struct {
 // a directory, in name order. Entries are followed through symlinks, as a
 // ConfigMap volume's are (config.yaml -> ..data/config.yaml); names that
 // start with a dot (..data itself, editors' lock and swap files) are
-// skipped.
+// skipped. It gives up after readTimeout: a mount that hangs blocks the
+// looking up of a file as much as its reading.
 func readFiles(path string) ([]file, error) {
+	if _, busy := hung.LoadOrStore(path, true); busy {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("still not read, %v or more after a read began (a mount that hangs?)", readTimeout)}
+	}
+	type result struct {
+		files []file
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer hung.Delete(path)
+		files, err := readFilesNow(path)
+		done <- result{files, err}
+	}()
+	select {
+	case r := <-done:
+		return r.files, r.err
+	case <-time.After(readTimeout):
+		return nil, &Error{File: path, Msg: fmt.Sprintf("not read within %v (a mount that hangs?)", readTimeout)}
+	}
+}
+
+// readFilesNow is readFiles, without a bound in time.
+func readFilesNow(path string) ([]file, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: errMsg(err)}
@@ -77,18 +101,18 @@ func readFiles(path string) ([]file, error) {
 // about 9 MB.
 const maxFileSize = 64 << 20
 
-// readTimeout bounds the read of one file, such as one on a network
-// mount that hangs.
+// readTimeout bounds the read of a configuration, such as one on a
+// network mount that hangs.
 const readTimeout = 10 * time.Second
 
-// hung holds the files whose read timed out and has not ended: each is
-// refused until it does, so that a mount that hangs costs one goroutine
-// per file, not one per reload.
+// hung holds the paths whose read timed out and has not ended: each is
+// refused until it does, so that a mount that hangs costs one goroutine,
+// not one per reload.
 var hung sync.Map
 
-// readFile reads a regular file of at most maxFileSize bytes, within
-// readTimeout. Anything else (a named pipe, which would block the reader
-// until someone writes to it, a device, a socket) is refused.
+// readFile reads a regular file of at most maxFileSize bytes. Anything
+// else (a named pipe, which would block the reader until someone writes
+// to it, a device, a socket) is refused.
 func readFile(path string, info os.FileInfo) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s): only regular files are read", fileKind(info.Mode()))
@@ -96,25 +120,7 @@ func readFile(path string, info os.FileInfo) ([]byte, error) {
 	if info.Size() > maxFileSize {
 		return nil, fmt.Errorf("%d bytes: larger than the %d MiB a configuration file may have", info.Size(), maxFileSize>>20)
 	}
-	if _, busy := hung.LoadOrStore(path, true); busy {
-		return nil, fmt.Errorf("still not read, %v or more after a read began (a mount that hangs?)", readTimeout)
-	}
-	type result struct {
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer hung.Delete(path)
-		data, err := readRegular(path)
-		done <- result{data, err}
-	}()
-	select {
-	case r := <-done:
-		return r.data, r.err
-	case <-time.After(readTimeout):
-		return nil, fmt.Errorf("not read within %v (a mount that hangs?)", readTimeout)
-	}
+	return readRegular(path)
 }
 
 // readRegular opens path without blocking (a named pipe put there since
