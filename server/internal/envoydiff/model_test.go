@@ -241,6 +241,10 @@ func otherStatus(a applied) *rlsv3.RateLimitResponse_DescriptorStatus {
 type envoyModel struct {
 	domains map[string][]*rule
 	counts  map[string]uint64
+	// zeroLooksOK answers a look (hits 0) at a limit of 0 OK, as
+	// ratekeeper-server does in envoy's environment: it keeps no counter
+	// for such a limit, where envoy's is past 0 once it was hit.
+	zeroLooksOK bool
 }
 
 func newEnvoyModel(domains map[string][]*rule) *envoyModel {
@@ -257,6 +261,9 @@ func (m *envoyModel) apply(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse
 		key := req.GetDomain() + "|" + entriesKey(req.GetDescriptors()[i]) + "|" + a.rule.unit.String()
 		m.counts[key] += a.hits
 		after := m.counts[key]
+		if m.zeroLooksOK && a.rule.rpu == 0 && a.hits == 0 {
+			after = 0
+		}
 		if after > uint64(a.rule.rpu) {
 			code := rlsv3.RateLimitResponse_OVER_LIMIT
 			if a.rule.shadow {
