@@ -31,6 +31,12 @@ func (s *chargerStore) Refund(ctx context.Context, key string, spec *driver.Vali
 	return s.Decide(ctx, key, spec, 0)
 }
 
+// multiStore decides several keys at once, and takes no charges.
+type multiStore struct {
+	plainStore
+	driver.MultiDecider
+}
+
 // multiChargerStore has both optional interfaces.
 type multiChargerStore struct {
 	*chargerStore
@@ -49,7 +55,10 @@ func TestWrapKeepsOptionalInterfaces(t *testing.T) {
 		multi, charger bool
 	}{
 		{"plain", func() (ratekeeper.Store, *chargerStore) { return plainStore{newMemstore(t)}, nil }, false, false},
-		{"multi", func() (ratekeeper.Store, *chargerStore) { return newMemstore(t), nil }, true, false},
+		{"multi", func() (ratekeeper.Store, *chargerStore) {
+			mem := newMemstore(t) // a Charger too: hide it
+			return multiStore{plainStore{mem}, mem}, nil
+		}, true, false},
 		{"charger", func() (ratekeeper.Store, *chargerStore) {
 			c := &chargerStore{Store: plainStore{newMemstore(t)}}
 			return c, c
