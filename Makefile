@@ -89,3 +89,14 @@ soak:
 .PHONY: screenshot
 screenshot:
 	./scripts/with-redis.sh sh -c 'cd e2e && RATEKEEPER_E2E=1 RATEKEEPER_SCREENSHOT=$(CURDIR)/docs/demo.png go test -count=1 -run "^TestDemoPage$$" ./...'
+
+# Tidy the nested modules. Their go.mod files have no replace directive
+# (go install refuses one), so each is tidied with a temporary one that
+# points at the working tree's root module.
+.PHONY: tidy
+tidy:
+	for m in metrics server bench e2e; do \
+		(cd $$m && go mod edit -replace=github.com/ratekeeper/ratekeeper@v0.1.0=../ && \
+			GOWORK=off go mod tidy; rc=$$?; \
+			go mod edit -dropreplace=github.com/ratekeeper/ratekeeper@v0.1.0; exit $$rc) || exit 1; \
+	done

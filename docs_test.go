@@ -410,3 +410,24 @@ func writeSnippetModule(dir string) error {
 	}
 	return os.WriteFile(filepath.Join(dir, "go.mod"), mod.Bytes(), 0o644)
 }
+
+// TestNoReplace: no nested module's go.mod has a replace directive, which
+// would make `go install .../server/cmd/ratekeeper-server@version` fail
+// for users; go.work's replace serves the repository instead.
+func TestNoReplace(t *testing.T) {
+	mods, err := filepath.Glob("*/go.mod")
+	if err != nil || len(mods) < 4 {
+		t.Fatalf("nested modules: %v, %v", mods, err)
+	}
+	for _, mod := range mods {
+		b, err := os.ReadFile(mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == "replace" {
+				t.Errorf("%s:%d: %s (go install refuses a module with a replace; go.work has it)", mod, i+1, line)
+			}
+		}
+	}
+}

@@ -29,4 +29,3 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/ratekeeper/ratekeeper v0.1.0 => ../

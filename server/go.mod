@@ -52,4 +52,3 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
 
-replace github.com/ratekeeper/ratekeeper v0.1.0 => ../
