@@ -3,7 +3,9 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY . .
-RUN cd server && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags=-s -o /out/ratekeeper-server ./cmd/ratekeeper-server
+# With go.work, as in the repository: the image holds this tree's root
+# module, which server/go.mod requires without a replace.
+RUN cd server && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/ratekeeper-server ./cmd/ratekeeper-server
 
 # Static, with CA certificates and a non-root user, and nothing else.
 FROM gcr.io/distroless/static-debian12:nonroot
