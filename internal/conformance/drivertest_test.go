@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,12 @@ func TestDriver(t *testing.T) {
 	for _, sf := range stores[1:] {
 		t.Run(sf.name, func(t *testing.T) {
 			drivertest.Run(t, func(t *testing.T, now func() time.Time) ratekeeper.Store {
+				// A Cluster runs the very scripts one server does, which
+				// every seed checks: one seed of the random sequences
+				// checks what a Cluster adds (keys' slots, routing).
+				if sf.name == "redis-cluster" && strings.Contains(t.Name(), "/RandomEquivalence/") && !strings.HasSuffix(t.Name(), "/seed1") {
+					t.Skip("the random sequences of one seed cover the Cluster; one server runs them all")
+				}
 				return sf.new(t, now)
 			})
 		})
