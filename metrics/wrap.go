@@ -33,15 +33,15 @@ func (m *Metrics) Wrap(store ratekeeper.Store) ratekeeper.Store {
 		m.addHitSource(h)
 	}
 	w := &wrapped{m: m, inner: store}
-	_, multi := store.(driver.MultiDecider)
-	_, charger := store.(driver.Charger)
+	md, multi := store.(driver.MultiDecider)
+	c, charger := store.(driver.Charger)
 	switch {
 	case multi && charger:
-		return fullWrapped{w}
+		return fullWrapped{w, multiDecider{w, md}, chargeRefunder{w, c}}
 	case multi:
-		return multiWrapped{w}
+		return multiWrapped{w, multiDecider{w, md}}
 	case charger:
-		return chargerWrapped{w}
+		return chargerWrapped{w, chargeRefunder{w, c}}
 	}
 	return w
 }
@@ -71,11 +71,34 @@ type wrapped struct {
 	inner ratekeeper.Store
 }
 
-// The Stores that Wrap returns for stores with optional interfaces.
+// multiDecider and chargeRefunder implement an optional interface each,
+// through the inner store's: the Stores that Wrap returns for stores with
+// optional interfaces embed those they have.
 type (
-	multiWrapped   struct{ *wrapped }
-	chargerWrapped struct{ *wrapped }
-	fullWrapped    struct{ *wrapped }
+	multiDecider struct {
+		w     *wrapped
+		inner driver.MultiDecider
+	}
+	chargeRefunder struct {
+		w     *wrapped
+		inner driver.Charger
+	}
+)
+
+type (
+	multiWrapped struct {
+		*wrapped
+		multiDecider
+	}
+	chargerWrapped struct {
+		*wrapped
+		chargeRefunder
+	}
+	fullWrapped struct {
+		*wrapped
+		multiDecider
+		chargeRefunder
+	}
 )
 
 var (
@@ -88,34 +111,14 @@ var (
 
 func (w *wrapped) unwrap() *wrapped { return w }
 
-// DecideAll decides through the inner store, and records the call.
-func (w multiWrapped) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
-	return w.decideAll(ctx, reqs)
-}
-
-// DecideAll decides through the inner store, and records the call.
-func (w fullWrapped) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
-	return w.decideAll(ctx, reqs)
-}
-
 // Charge charges through the inner store, and records the call.
-func (w chargerWrapped) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return w.charge(ctx, opCharge, key, spec, n)
+func (c chargeRefunder) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return c.charge(ctx, opCharge, key, spec, n)
 }
 
 // Refund refunds through the inner store, and records the call.
-func (w chargerWrapped) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return w.charge(ctx, opRefund, key, spec, n)
-}
-
-// Charge charges through the inner store, and records the call.
-func (w fullWrapped) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return w.charge(ctx, opCharge, key, spec, n)
-}
-
-// Refund refunds through the inner store, and records the call.
-func (w fullWrapped) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return w.charge(ctx, opRefund, key, spec, n)
+func (c chargeRefunder) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return c.charge(ctx, opRefund, key, spec, n)
 }
 
 // Decide decides through the inner store, and records the call.
@@ -164,12 +167,13 @@ func (w *wrapped) failed(ctx context.Context, ls *limiterSeries, spec *driver.Va
 	w.m.failed(ctx, spec, op, key, err)
 }
 
-// decideAll decides through the inner store, and records the call: each
+// DecideAll decides through the inner store, and records the call: each
 // request as a decision of its limiter, and the call's latency once for
 // each limiter among the requests.
-func (w *wrapped) decideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
+func (md multiDecider) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.Decision, error) {
+	w := md.w
 	start := time.Since(epoch)
-	ds, err := w.inner.(driver.MultiDecider).DecideAll(ctx, reqs)
+	ds, err := md.inner.DecideAll(ctx, reqs)
 	elapsed := time.Since(epoch) - start
 	for i, r := range reqs {
 		if !r.Spec.Valid() || firstOf(reqs[:i], r.Spec.Name()) {
@@ -204,15 +208,15 @@ func firstOf(reqs []driver.Request, name string) bool {
 // charge charges or refunds through the inner store, and records the
 // call's latency, and its failure if any. A charge or a refund is no
 // decision: it takes or gives back whatever the outcome.
-func (w *wrapped) charge(ctx context.Context, op, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	c := w.inner.(driver.Charger)
+func (c chargeRefunder) charge(ctx context.Context, op, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	w := c.w
 	start := time.Since(epoch)
 	var d driver.Decision
 	var err error
 	if op == opCharge {
-		d, err = c.Charge(ctx, key, spec, n)
+		d, err = c.inner.Charge(ctx, key, spec, n)
 	} else {
-		d, err = c.Refund(ctx, key, spec, n)
+		d, err = c.inner.Refund(ctx, key, spec, n)
 	}
 	w.m.durations.WithLabelValues(spec.Name(), op).Observe((time.Since(epoch) - start).Seconds())
 	if err != nil {
