@@ -20,24 +20,20 @@ type mode struct {
 // nothing is a mode's step that does not exist.
 func nothing(*ratekeeper.Limiter) decideFunc { return nil }
 
-// costOf makes a decision of cost 1 of a Limiter's method.
-func costOf(method func(*ratekeeper.Limiter) func(context.Context, string, int64) (ratekeeper.Result, error)) func(*ratekeeper.Limiter) decideFunc {
+// costOf makes a decision of cost 1 of a Limiter's method, such as
+// (*ratekeeper.Limiter).Charge.
+func costOf(method func(*ratekeeper.Limiter, context.Context, string, int64) (ratekeeper.Result, error)) func(*ratekeeper.Limiter) decideFunc {
 	return func(lim *ratekeeper.Limiter) decideFunc {
-		call := method(lim)
 		return func(ctx context.Context, caller string) (bool, error) {
-			res, err := call(ctx, caller, 1)
+			res, err := method(lim, ctx, caller, 1)
 			return res.Allowed, err
 		}
 	}
 }
 
 var (
-	charge = costOf(func(l *ratekeeper.Limiter) func(context.Context, string, int64) (ratekeeper.Result, error) {
-		return l.Charge
-	})
-	refund = costOf(func(l *ratekeeper.Limiter) func(context.Context, string, int64) (ratekeeper.Result, error) {
-		return l.Refund
-	})
+	charge = costOf((*ratekeeper.Limiter).Charge)
+	refund = costOf((*ratekeeper.Limiter).Refund)
 )
 
 // modes are -mode's values. A refund is timed on keys that a charge of

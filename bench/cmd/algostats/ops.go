@@ -29,9 +29,7 @@ var (
 )
 
 // allowN decides a request of cost 1 with AllowN.
-var allowN = costOf(func(l *ratekeeper.Limiter) func(context.Context, string, int64) (ratekeeper.Result, error) {
-	return l.AllowN
-})
+var allowN = costOf((*ratekeeper.Limiter).AllowN)
 
 // operations are -ops's values: the timed call, and what comes before
 // each stretch of it, untimed.
