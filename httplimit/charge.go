@@ -80,9 +80,7 @@ func (m *middleware) serveRefunding(w http.ResponseWriter, r *http.Request, next
 	if sw.status == 0 || !m.refundOn(sw.status) {
 		return
 	}
-	ctx, cancel := m.afterwards(r.Context())
-	defer cancel()
-	if _, err := m.lim.Refund(ctx, key, cost); err != nil {
+	if _, err := Refund(r, cost); err != nil { // r holds this decision
 		m.log().LogAttrs(r.Context(), slog.LevelError, "httplimit: refund failed",
 			slog.String("key", key), slog.Int64("cost", cost), slog.Int("status", sw.status), slog.Any("err", err))
 	}
