@@ -91,38 +91,27 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, rules []*rule) []*corev3.HeaderValue {
 	var policies []string
 	var binding *rlsv3.RateLimitResponse_DescriptorStatus
-	bindingName := ""
+	var bindingName ratelimitfield.Name
 	for i, st := range statuses {
 		l := st.GetCurrentLimit()
-		if l == nil {
+		if l == nil || limitPeriod(l) <= 0 {
 			continue
 		}
-		w := limitPeriod(l)
-		if w <= 0 {
-			continue
-		}
-		name := l.GetName()
-		q := quota{int64(l.GetRequestsPerUnit()), w}
-		if r := rules[i]; r != nil {
-			if name == "" {
-				name = r.cfg.Name
-			}
-			q = r.quotaOf(l)
-		}
-		policies = append(policies, ratelimitfield.Policy(ratelimitfield.NewName(name), q.capacity, q.window))
+		f := rules[i].fieldsOf(l)
+		policies = append(policies, f.policy)
 		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case binding == nil:
-			binding, bindingName = st, name
+			binding, bindingName = st, f.name
 		case binding.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
 		case over || st.GetLimitRemaining() < binding.GetLimitRemaining():
-			binding, bindingName = st, name
+			binding, bindingName = st, f.name
 		}
 	}
 	if binding == nil {
 		return nil
 	}
-	state := ratelimitfield.Limit(ratelimitfield.NewName(bindingName),
+	state := ratelimitfield.Limit(bindingName,
 		float64(binding.GetLimitRemaining()), binding.GetDurationUntilReset().AsDuration())
 	return []*corev3.HeaderValue{
 		{Key: ratelimitfield.PolicyField, Value: ratelimitfield.List(policies)},

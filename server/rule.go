@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 	"github.com/ratekeeper/ratekeeper/server/config"
 )
 
@@ -37,6 +38,9 @@ type rule struct {
 	// the capacity (a bucket's burst, a window's limit) and the window
 	// over which it is granted, which current_limit cannot carry.
 	quotas map[*rlsv3.RateLimitResponse_RateLimit]quota
+	// fields are, by each of its current_limits, its name and policy as
+	// the RateLimit fields write them (with Options.ResponseHeaders).
+	fields map[*rlsv3.RateLimitResponse_RateLimit]limitFields
 	// aligned: its window is aligned to the clock, as envoy's are, and
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
@@ -76,15 +80,15 @@ func (s *Service) compile(r *config.Rule, l *labelling) (*rule, error) {
 			}
 		}
 	}
-	if c.block {
-		return c, nil
+	if !c.block {
+		lim, err := ratekeeper.New(s.store, r.Policy())
+		if err != nil {
+			return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
+		}
+		c.spec = lim.Spec()
+		c.setQuotas()
 	}
-	lim, err := ratekeeper.New(s.store, r.Policy())
-	if err != nil {
-		return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
-	}
-	c.spec = lim.Spec()
-	c.setQuotas()
+	s.setFields(c)
 	return c, nil
 }
 
@@ -117,6 +121,51 @@ func (r *rule) quotaOf(l *rlsv3.RateLimitResponse_RateLimit) quota {
 		return q
 	}
 	return quota{int64(l.GetRequestsPerUnit()), limitPeriod(l)}
+}
+
+// limitFields are a current_limit's name and RateLimit-Policy item.
+type limitFields struct {
+	name   ratelimitfield.Name
+	policy string
+}
+
+// setFields writes, once per rule, the name and policy of each of its
+// current_limits that the RateLimit fields show: its limit's name, else
+// the rule's.
+func (s *Service) setFields(r *rule) {
+	if !s.opts.ResponseHeaders {
+		return
+	}
+	r.fields = make(map[*rlsv3.RateLimitResponse_RateLimit]limitFields, max(1, len(r.limits)))
+	r.fields[r.first] = r.writeFields(r.first)
+	for _, l := range r.limits {
+		r.fields[l] = r.writeFields(l)
+	}
+}
+
+// fieldsOf is the name and policy of l, one of r's current_limits: as
+// setFields wrote them, else written now. r may be nil, for a limit of
+// no rule, named by the limit alone.
+func (r *rule) fieldsOf(l *rlsv3.RateLimitResponse_RateLimit) limitFields {
+	if r != nil {
+		if f, ok := r.fields[l]; ok {
+			return f
+		}
+	}
+	return r.writeFields(l)
+}
+
+func (r *rule) writeFields(l *rlsv3.RateLimitResponse_RateLimit) limitFields {
+	name := l.GetName()
+	q := quota{int64(l.GetRequestsPerUnit()), limitPeriod(l)}
+	if r != nil {
+		if name == "" {
+			name = r.cfg.Name
+		}
+		q = r.quotaOf(l)
+	}
+	n := ratelimitfield.NewName(name)
+	return limitFields{n, ratelimitfield.Policy(n, q.capacity, q.window)}
 }
 
 // currentLimit is a limit as the response reports it: its requests per
@@ -233,6 +282,7 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	r := &rule{cfg: &config.Rule{Name: "override"}, override: true, shadow: s.opts.Shadow, block: k.requests == 0,
 		first: limit, aligned: period, metrics: s.opts.Metrics.rule("", "override")}
 	if r.block {
+		s.setFields(r)
 		return r, nil
 	}
 	name := fmt.Sprintf("override-%d-%s-%d", k.requests, strings.ToLower(unit.String()), max(k.mult, 1))
@@ -243,6 +293,7 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	}
 	r.spec = lim.Spec()
 	r.setQuotas()
+	s.setFields(r)
 	return r, nil
 }
 
