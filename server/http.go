@@ -230,15 +230,9 @@ func (d DecideDescriptor) proto() *ratelimitv3.RateLimitDescriptor {
 // with what Envoy's response leaves out: retry and reset times. charges,
 // when not nil, marks the descriptors that charge their hits.
 func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) ([]DecideStatus, error) {
-	snap, ds, fallback, err := s.runCharging(ctx, req, charges)
+	resp, ds, fallback, err := s.respond(ctx, req, charges)
 	if err != nil {
 		return nil, err
-	}
-	var resp *rlsv3.RateLimitResponse
-	if fallback {
-		resp = s.answerWithout(ds, s.fallbackCode())
-	} else {
-		resp = s.answer(snap, req.GetDomain(), ds)
 	}
 	out := make([]DecideStatus, len(ds))
 	for i := range ds {

@@ -160,25 +160,29 @@ var errInvalidRequest = errors.New("invalid rate limit request")
 // errInvalidRequest for a request without a domain or descriptors, and the
 // store's error when the store fails and OnStoreError is FailUnavailable.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	snap, ds, fallback, err := s.run(ctx, req)
+	resp, _, _, err := s.respond(ctx, req, nil)
+	return resp, err
+}
+
+// respond decides req and answers it, as Decide, with its descriptors;
+// fallback reports an answer made without the store. charges, when not
+// nil, marks the descriptors that charge their hits whatever their rule
+// says.
+func (s *Service) respond(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (resp *rlsv3.RateLimitResponse, ds []descriptor, fallback bool, err error) {
+	snap, ds, fallback, err := s.run(ctx, req, charges)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, false, err
 	case fallback:
-		return s.answerWithout(ds, s.fallbackCode()), nil
+		return s.answerWithout(ds, s.fallbackCode()), ds, true, nil
 	}
-	return s.answer(snap, req.GetDomain(), ds), nil
+	return s.answer(snap, req.GetDomain(), ds), ds, false, nil
 }
 
-// run resolves and decides a request's descriptors. fallback reports a
-// store failure that OnStoreError answers without the store.
-func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest) (snap *snapshot, ds []descriptor, fallback bool, err error) {
-	return s.runCharging(ctx, req, nil)
-}
-
-// runCharging is run, where charges, when not nil, marks the descriptors
-// that charge their hits whatever their rule says.
-func (s *Service) runCharging(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (snap *snapshot, ds []descriptor, fallback bool, err error) {
+// run resolves and decides a request's descriptors, charges marking
+// those that charge (see respond). fallback reports a store failure that
+// OnStoreError answers without the store.
+func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (snap *snapshot, ds []descriptor, fallback bool, err error) {
 	snap = s.current.Load()
 	if snap == nil {
 		return nil, nil, false, ErrNoConfig
