@@ -64,8 +64,7 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	// ⌈prev·(window−r)/window⌉: the previous window's weight, rounded up,
 	// which is exact for comparing with whole requests.
 	weighted := prev - mulDiv(prev, r, window)
-	room := limit - curr - need
-	allowed := room >= 0 && weighted <= room
+	allowed := slidingCounterFits(curr, weighted, need, limit)
 	var capped bool
 	switch {
 	case mode == driver.Charge:
@@ -85,13 +84,13 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 			}
 		}
 		need = 1
-		allowed = limit-curr-need >= 0 && weighted <= limit-curr-need
+		allowed = slidingCounterFits(curr, weighted, need, limit)
 	case allowed && mode == driver.Take:
 		curr += n
 		st.Live, st.V = true, [3]int64{start, prev, curr}
 	}
 	var retryAfter, resetAfter int64
-	if !allowed || mode == driver.Charge && !(limit-curr-need >= 0 && weighted <= limit-curr-need) {
+	if !allowed || mode == driver.Charge && !slidingCounterFits(curr, weighted, need, limit) {
 		retryAfter = slidingCounterRetry(limit, window, start, now, prev, curr, need)
 	}
 	switch {
@@ -103,6 +102,13 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	// Below zero by a debt (or while a clock gone back weighs prev more).
 	remaining := limit - curr - weighted
 	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
+}
+
+// slidingCounterFits reports whether a request of cost need fits beside
+// the current window's count and the previous one's weight.
+func slidingCounterFits(curr, weighted, need, limit int64) bool {
+	room := limit - curr - need
+	return room >= 0 && weighted <= room
 }
 
 // slidingCounterRetry is the time until a request of cost need could pass.
