@@ -73,7 +73,7 @@ func luaScript(names []string, entry string) string {
 
 // luaHelpers are the files of functions that algorithms may call, each
 // file named after its function.
-var luaHelpers = []string{"muldiv"}
+var luaHelpers = []string{"muldiv", "charge_count"}
 
 // luaFile returns the embedded file lua/<name>.lua, and a blank line.
 func luaFile(name string) string {

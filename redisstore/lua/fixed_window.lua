@@ -45,9 +45,8 @@ end
 function charges.fixed_window(key, n, now, slack, limit, aligned, window)
   local count, start = fw_at(key, now, aligned, window)
   local fitted = count + n <= limit
-  local most = math.max(limit + 1000000000, count)
-  local capped = count + n > most
-  if capped then count = most else count = count + n end
+  local capped
+  count, capped = charge_count(count, n, limit)
   fw_set(key, count, start, now, slack, window)
   local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
   if fitted then a = 1 elseif capped then a = 2 else a = 0 end

@@ -85,9 +85,8 @@ function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
-  local most = math.max(limit + 1000000000, curr)
-  local capped = curr + n > most
-  if capped then curr = most else curr = curr + n end
+  local capped
+  curr, capped = charge_count(curr, n, limit)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end

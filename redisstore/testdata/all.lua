@@ -115,6 +115,17 @@ local function muldiv(a, b, c)
   return a * whole + q, r
 end
 
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- charge_count adds n to a window's count, up to limit plus MaxLimit (10^9)
+-- requests of debt, never lowering a count already above that, and
+-- reports whether it was capped: ratekeeper's chargeCount.
+local function charge_count(count, n, limit)
+  local most = math.max(limit + 1000000000, count)
+  if count + n > most then return most, true end
+  return count + n, false
+end
+
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
 -- key holds "<count, above limit by a debt>:<start of the window, µs>"; a
 -- key that lost its expiry is repaired once its window is over.
@@ -162,9 +173,8 @@ end
 function charges.fixed_window(key, n, now, slack, limit, aligned, window)
   local count, start = fw_at(key, now, aligned, window)
   local fitted = count + n <= limit
-  local most = math.max(limit + 1000000000, count)
-  local capped = count + n > most
-  if capped then count = most else count = count + n end
+  local capped
+  count, capped = charge_count(count, n, limit)
   fw_set(key, count, start, now, slack, window)
   local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
   if fitted then a = 1 elseif capped then a = 2 else a = 0 end
@@ -496,9 +506,8 @@ function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
-  local most = math.max(limit + 1000000000, curr)
-  local capped = curr + n > most
-  if capped then curr = most else curr = curr + n end
+  local capped
+  curr, capped = charge_count(curr, n, limit)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end

@@ -89,6 +89,17 @@ local function run(name, mode, key, n, now, slack, capacity, rate, interval, cos
   return algorithms[name](key, mode == 1 and n > 0, n, now, slack, capacity, rate, interval, cost)
 end
 
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- charge_count adds n to a window's count, up to limit plus MaxLimit (10^9)
+-- requests of debt, never lowering a count already above that, and
+-- reports whether it was capped: ratekeeper's chargeCount.
+local function charge_count(count, n, limit)
+  local most = math.max(limit + 1000000000, count)
+  if count + n > most then return most, true end
+  return count + n, false
+end
+
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
 -- key holds "<count, above limit by a debt>:<start of the window, µs>"; a
 -- key that lost its expiry is repaired once its window is over.
@@ -136,9 +147,8 @@ end
 function charges.fixed_window(key, n, now, slack, limit, aligned, window)
   local count, start = fw_at(key, now, aligned, window)
   local fitted = count + n <= limit
-  local most = math.max(limit + 1000000000, count)
-  local capped = count + n > most
-  if capped then count = most else count = count + n end
+  local capped
+  count, capped = charge_count(count, n, limit)
   fw_set(key, count, start, now, slack, window)
   local a, r, t, z = fw_outcome(count, start, 1, now, limit, window)
   if fitted then a = 1 elseif capped then a = 2 else a = 0 end

@@ -115,6 +115,17 @@ local function muldiv(a, b, c)
   return a * whole + q, r
 end
 
+-- Prepended, after lib.lua, to the scripts that need it.
+
+-- charge_count adds n to a window's count, up to limit plus MaxLimit (10^9)
+-- requests of debt, never lowering a count already above that, and
+-- reports whether it was capped: ratekeeper's chargeCount.
+local function charge_count(count, n, limit)
+  local most = math.max(limit + 1000000000, count)
+  if count + n > most then return most, true end
+  return count + n, false
+end
+
 -- Sliding window counter; the model is ratekeeper's slidingcounter.go.
 -- key holds "<start of the current window, µs>:<previous count>:<current
 -- count>", counts above limit holding a debt. Parameters: limit, window
@@ -202,9 +213,8 @@ function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
-  local most = math.max(limit + 1000000000, curr)
-  local capped = curr + n > most
-  if capped then curr = most else curr = curr + n end
+  local capped
+  curr, capped = charge_count(curr, n, limit)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end
