@@ -152,17 +152,30 @@ func (s *Store) load(key string) *entry {
 // Decide runs spec's model for key under the key's lock. Input that a
 // Limiter never passes on fails driver.CheckRequest, with its errors.
 func (s *Store) Decide(_ context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	if err := driver.CheckRequest(key, spec, n); err != nil {
+	return s.decideNow(key, spec, n, driver.Take)
+}
+
+// decideNow checks the input of a decision in mode (driver.CheckRequest
+// for a Take, driver.CheckCharge for a Charge or a Refund), and decides it
+// now.
+func (s *Store) decideNow(key string, spec *driver.ValidSpec, n int64, mode driver.Mode) (driver.Decision, error) {
+	var err error
+	if mode == driver.Take {
+		err = driver.CheckRequest(key, spec, n)
+	} else {
+		err = driver.CheckCharge(key, spec, n)
+	}
+	if err != nil {
 		return driver.Decision{}, err
 	}
 	now := s.micros() // before any lock: the clock is the slowest step
 	if err := driver.CheckTime(now); err != nil {
 		return driver.Decision{}, fmt.Errorf("memstore: %w", err)
 	}
-	return s.decideMode(key, spec, now, n, driver.Take), nil
+	return s.decideMode(key, spec, now, n, mode), nil
 }
 
-// decideMode is Decide in mode, at now, the input checked.
+// decideMode decides in mode, at now, the input checked.
 func (s *Store) decideMode(key string, spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Decision {
 	if spec.IsAll() {
 		return s.decideAll(key, spec, now, n, mode)
