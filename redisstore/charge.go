@@ -10,26 +10,14 @@ import (
 // script call, pipelined and batched as Decide's, as
 // ratekeeper.Limiter.Charge says. It forgets the key's cached denial.
 func (s *Store) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return s.decideCost(ctx, key, spec, n, driver.Charge)
+	return s.decideMode(ctx, key, spec, n, driver.Charge)
 }
 
 // Refund gives up to n back to key under spec, in one script call, as
 // ratekeeper.Limiter.Refund says. It forgets the key's cached denial,
 // which the refund may have made wrong.
 func (s *Store) Refund(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
-	return s.decideCost(ctx, key, spec, n, driver.Refund)
+	return s.decideMode(ctx, key, spec, n, driver.Refund)
 }
 
 var _ driver.Charger = (*Store)(nil)
-
-// decideCost checks a charge's or a refund's input and decides it.
-func (s *Store) decideCost(ctx context.Context, key string, spec *driver.ValidSpec, n int64, mode driver.Mode) (driver.Decision, error) {
-	alg, err := scriptOf(spec)
-	if err == nil {
-		err = driver.CheckCharge(key, spec, n)
-	}
-	if err != nil {
-		return driver.Decision{}, err
-	}
-	return s.decide(ctx, alg, key, spec, n, mode)
-}

@@ -176,14 +176,25 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 // negative cost would be allowed, and a huge one would overflow Lua's
 // numbers).
 func (s *Store) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	return s.decideMode(ctx, key, spec, n, driver.Take)
+}
+
+// decideMode checks the input of a decision in mode (driver.CheckRequest
+// for a Take, driver.CheckCharge for a Charge or a Refund), and decides
+// it.
+func (s *Store) decideMode(ctx context.Context, key string, spec *driver.ValidSpec, n int64, mode driver.Mode) (driver.Decision, error) {
 	alg, err := scriptOf(spec)
-	if err == nil {
+	switch {
+	case err != nil:
+	case mode == driver.Take:
 		err = driver.CheckRequest(key, spec, n)
+	default:
+		err = driver.CheckCharge(key, spec, n)
 	}
 	if err != nil {
 		return driver.Decision{}, err
 	}
-	return s.decide(ctx, alg, key, spec, n, driver.Take)
+	return s.decide(ctx, alg, key, spec, n, mode)
 }
 
 // decide runs alg's script for key in mode, the input checked.
