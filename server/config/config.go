@@ -270,6 +270,15 @@ func (c *Config) Lookup(domain string, entries []Entry) *Rule {
 	return rule
 }
 
+// Errors lists the errors of err, one per problem: each error of an
+// errors.Join, as Load and FromXDS return them, or err alone.
+func Errors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // Load reads a YAML file, or every *.yaml / *.yml file of a directory (not
 // recursive; follows symlinks such as a Kubernetes ConfigMap's ..data;
 // skips names starting with a dot), and validates them. The error lists

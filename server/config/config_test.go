@@ -25,7 +25,7 @@ func loadYAML(t *testing.T, content string) (*Config, []string) {
 		return c, nil
 	}
 	var lines []string
-	for _, e := range unjoin(err) {
+	for _, e := range Errors(err) {
 		var ce *Error
 		if !errors.As(e, &ce) || ce.File != path {
 			t.Fatalf("%v is not an *Error of %s", e, path)
@@ -33,14 +33,6 @@ func loadYAML(t *testing.T, content string) (*Config, []string) {
 		lines = append(lines, strings.TrimPrefix(ce.Error(), path+":"))
 	}
 	return nil, lines
-}
-
-// unjoin returns the errors joined in err.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // TestErrors checks that each invalid configuration gets every one of its

@@ -146,7 +146,7 @@ func boolean(b bool) *yaml.Node {
 // pushed it.
 func withoutLines(err error) error {
 	var out []error
-	for _, e := range unjoinErrs(err) {
+	for _, e := range Errors(err) {
 		var ce *Error
 		if errors.As(e, &ce) {
 			c := *ce
@@ -162,14 +162,6 @@ func withoutLines(err error) error {
 		return out[0]
 	}
 	return errors.Join(out...)
-}
-
-// unjoinErrs lists the errors of an errors.Join, or err alone.
-func unjoinErrs(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // forgetLines clears the lines of the rules under n, for the same reason.

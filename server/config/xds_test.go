@@ -128,7 +128,7 @@ func TestFromXDSErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; domains %v", c.Domains())
 			}
-			errs := unjoin(err)
+			errs := Errors(err)
 			if len(errs) != len(tc.want) {
 				t.Fatalf("errors:\n%v\nwant %d", err, len(tc.want))
 			}

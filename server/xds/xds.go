@@ -260,7 +260,7 @@ func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.Disco
 		}
 	} else {
 		c.rejectedVersion, c.rejectedDigest = resp.GetVersionInfo(), digest
-		for _, e := range unjoin(err) {
+		for _, e := range config.Errors(err) {
 			c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
 				"version", resp.GetVersionInfo(), "err", e)
 		}
@@ -301,12 +301,4 @@ func digest(resources []*anypb.Any) [32]byte {
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
-}
-
-// unjoin lists the errors of an errors.Join, or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }

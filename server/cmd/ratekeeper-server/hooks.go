@@ -47,7 +47,7 @@ func fileSource(ctx context.Context, s *settings, sink *configSink) error {
 			return errInitialConfig
 		}
 	case !s.forceStart:
-		for _, e := range unjoin(err) {
+		for _, e := range config.Errors(err) {
 			sink.logger.Error("invalid configuration", "err", e)
 		}
 		return errInitialConfig
@@ -112,7 +112,7 @@ func (k *configSink) apply(c *config.Config) error {
 // fail reports a configuration that did not load.
 func (k *configSink) fail(err error) {
 	k.metrics.ReloadFailed()
-	for _, e := range unjoin(err) {
+	for _, e := range config.Errors(err) {
 		k.logger.Error("invalid configuration; keeping the previous one", "err", e)
 	}
 }

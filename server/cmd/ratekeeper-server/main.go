@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		for _, e := range unjoin(err) {
+		for _, e := range config.Errors(err) {
 			fmt.Fprintln(stderr, "ratekeeper-server:", e)
 		}
 		return 2
@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, env func(string) (string, bool), st
 func check(path string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(path)
 	if err != nil {
-		for _, e := range unjoin(err) {
+		for _, e := range config.Errors(err) {
 			fmt.Fprintln(stderr, e)
 		}
 		return 1
@@ -97,14 +97,6 @@ func check(path string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: valid, %d domain%s\n", path, n, plural)
 	return 0
-}
-
-// unjoin lists the errors of an errors.Join.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // serve runs the service until ctx ends.
