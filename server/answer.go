@@ -69,11 +69,7 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		}
 	}
 	if s.opts.ResponseHeaders {
-		rules := make([]*rule, len(ds))
-		for i := range ds {
-			rules[i] = ds[i].rule
-		}
-		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, rules)
+		resp.ResponseHeadersToAdd = rateLimitHeaders(resp.Statuses, ds)
 	}
 	if s.opts.LimitHeaders != nil {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.opts.LimitHeaders.fields(resp.Statuses)...)
@@ -85,10 +81,10 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 // (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
 // every limited descriptor, and the state of the binding one, the first
 // over its limit, else the one with the least remaining. Each is named by
-// its limit's name, else by its rule's (rules[i]). A policy's q is its
+// its limit's name, else by its rule's (ds[i]'s). A policy's q is its
 // capacity, as httplimit writes it: a bucket's burst, not its rate, with
 // w the time to fill it.
-func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, rules []*rule) []*corev3.HeaderValue {
+func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, ds []descriptor) []*corev3.HeaderValue {
 	var policies []string
 	var binding *rlsv3.RateLimitResponse_DescriptorStatus
 	var bindingName ratelimitfield.Name
@@ -97,7 +93,7 @@ func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, rule
 		if l == nil || limitPeriod(l) <= 0 {
 			continue
 		}
-		f := rules[i].fieldsOf(l)
+		f := ds[i].rule.fieldsOf(l)
 		policies = append(policies, f.policy)
 		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
