@@ -145,7 +145,7 @@ func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 	}
 	allowed := next-now <= p.Capacity*interval // never when capped
 	st.Live, st.V[0] = true, next
-	o := gcraOutcome(p, now, next, next+interval, next+interval-now <= p.Capacity*interval)
+	o := gcraPeek(p, now, next)
 	o.Allowed, o.Capped = allowed, capped
 	return o
 }
@@ -161,6 +161,12 @@ func refundGCRA(p driver.Params, st *state, now, n int64) outcome {
 			*st = state{}
 		}
 	}
+	return gcraPeek(p, now, tat)
+}
+
+// gcraPeek is the Outcome at theoretical arrival time tat of a peek, a
+// request of cost 1 that takes nothing: what a charge or a refund reports.
+func gcraPeek(p driver.Params, now, tat int64) outcome {
 	next := tat + p.Interval
 	return gcraOutcome(p, now, tat, next, next-now <= p.Capacity*p.Interval)
 }

@@ -241,8 +241,7 @@ func chargeLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
 	if pour > 0 {
 		st.Live, st.V[0], st.V[1] = true, empty, spare
 	}
-	fits := (capacity - unit + spare) / rate
-	o := leakyOutcome(p, empty-now, spare, fits, empty-now <= fits)
+	o := leakyPeek(p, empty-now, spare)
 	o.Allowed, o.Capped = allowed, pour < n
 	return o
 }
@@ -250,7 +249,7 @@ func chargeLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
 // refundLeakyBucket drains up to n requests from the bucket at once; an
 // empty bucket is a fresh one, and its key is forgotten.
 func refundLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
-	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	rate, unit := p.Rate, p.Cost
 	empty, spare := leakyAt(p, st, now)
 	if empty > now {
 		if n >= leakyHeld(p, empty-now, spare, 1) {
@@ -268,6 +267,13 @@ func refundLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
 			*st = state{}
 		}
 	}
-	fits := (capacity - unit + spare) / rate
-	return leakyOutcome(p, empty-now, spare, fits, empty-now <= fits)
+	return leakyPeek(p, empty-now, spare)
+}
+
+// leakyPeek is the Outcome of a bucket that empties in wait µs, with spare
+// ticks, for a peek, a request of cost 1 that takes nothing: what a charge
+// or a refund reports.
+func leakyPeek(p driver.Params, wait, spare int64) outcome {
+	fits := (p.Capacity - p.Cost + spare) / p.Rate
+	return leakyOutcome(p, wait, spare, fits, wait <= fits)
 }

@@ -168,7 +168,7 @@ func chargeTokenBucket(p driver.Params, st *state, now, n int64) outcome {
 	capped := tokens-need < floor
 	tokens = max(tokens-need, floor)
 	st.Live, st.V[0], st.V[1] = true, tokens, last
-	o := tokenBucketOutcome(p, now, tokens, last, unit, tokens >= unit)
+	o := tokenBucketPeek(p, now, tokens, last)
 	o.Allowed, o.Capped = allowed, capped
 	return o
 }
@@ -185,5 +185,11 @@ func refundTokenBucket(p driver.Params, st *state, now, n int64) outcome {
 			st.V[0], st.V[1] = tokens, last
 		}
 	}
+	return tokenBucketPeek(p, now, tokens, last)
+}
+
+// tokenBucketPeek is the Outcome of a peek, a request of cost 1 that takes
+// nothing: what a charge or a refund reports.
+func tokenBucketPeek(p driver.Params, now, tokens, last int64) outcome {
 	return tokenBucketOutcome(p, now, tokens, last, unit, tokens >= unit)
 }
