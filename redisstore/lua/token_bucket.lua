@@ -38,6 +38,14 @@ local function tb_outcome(allowed, tokens, last, cost, now, capacity, rate, inte
   return allowed, tokens, retry_after, reset_after
 end
 
+-- tb_peek is the answer for a peek, a request of cost 1 that takes
+-- nothing: what a charge or a refund reports.
+local function tb_peek(tokens, last, now, capacity, rate, interval)
+  local allowed = 0
+  if tokens >= 1000000 then allowed = 1 end
+  return tb_outcome(allowed, tokens, last, 1000000, now, capacity, rate, interval)
+end
+
 -- tb_set writes the bucket, to expire when full again: from then on a
 -- missing key decides the same.
 local function tb_set(key, tokens, last, reset_after, slack)
@@ -76,9 +84,7 @@ function charges.token_bucket(key, n, now, slack, capacity, rate, interval)
   if tokens < floor then floor = tokens end
   tokens = tokens - cost
   if tokens < floor then tokens, allowed = floor, 2 end
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if tokens >= 1000000 then next_fits = 1 end
-  local _, r, t, z = tb_outcome(next_fits, tokens, last, 1000000, now, capacity, rate, interval)
+  local _, r, t, z = tb_peek(tokens, last, now, capacity, rate, interval)
   tb_set(key, tokens, last, z, slack)
   return allowed, r, t, z
 end
@@ -92,9 +98,7 @@ function refunds.token_bucket(key, n, now, slack, capacity, rate, interval)
       redis.call('DEL', key)
     end
   end
-  local allowed = 0
-  if tokens >= 1000000 then allowed = 1 end
-  local a, r, t, z = tb_outcome(allowed, tokens, last, 1000000, now, capacity, rate, interval)
+  local a, r, t, z = tb_peek(tokens, last, now, capacity, rate, interval)
   if z > 0 then tb_set(key, tokens, last, z, slack) end
   return a, r, t, z
 end

@@ -220,6 +220,15 @@ local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
   return allowed, remaining * 1000000, retry_after, tat - now
 end
 
+-- gcra_peek is the answer at tat for a peek, a request of cost 1 that
+-- takes nothing: what a charge or a refund reports.
+local function gcra_peek(tat, now, burst, interval)
+  local next_tat = tat + interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+end
+
 -- gcra_set writes tat, to expire when it is reached.
 local function gcra_set(key, tat, now, slack)
   redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
@@ -251,9 +260,7 @@ function charges.gcra(key, n, now, slack, burst, _, interval)
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if next_tat + interval - now <= burst * interval then next_fits = 1 end
-  local _, r, t, z = gcra_outcome(next_fits, next_tat, next_tat + interval, now, burst, interval)
+  local _, r, t, z = gcra_peek(next_tat, now, burst, interval)
   if capped then allowed = 2 end
   return allowed, r, t, z
 end
@@ -264,10 +271,7 @@ function refunds.gcra(key, n, now, slack, burst, _, interval)
     tat = math.max(tat - n * interval, now)
     if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
   end
-  local next_tat = tat + interval
-  local allowed = 0
-  if next_tat - now <= burst * interval then allowed = 1 end
-  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  return gcra_peek(tat, now, burst, interval)
 end
 
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
@@ -348,6 +352,15 @@ local function lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
   return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
+-- lb_peek is the answer for a peek, a request of cost 1 that takes
+-- nothing: what a charge or a refund reports.
+local function lb_peek(wait, spare, capacity, rate, unit)
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local allowed = 0
+  if wait <= fits then allowed = 1 end
+  return lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
+end
+
 -- lb_set writes the bucket, to expire when empty.
 local function lb_set(key, empty, spare, now, slack)
   redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil((empty - now) / 1000) + slack)
@@ -391,10 +404,7 @@ function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     empty, spare = empty + q, spare - r
   end
   if pour > 0 then lb_set(key, empty, spare, now, slack) end
-  local fits = math.floor((capacity - unit + spare) / rate)
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if empty - now <= fits then next_fits = 1 end
-  local _, rem, t, z = lb_outcome(next_fits, empty - now, spare, fits, capacity, rate, unit)
+  local _, rem, t, z = lb_peek(empty - now, spare, capacity, rate, unit)
   if pour < n then allowed = 2 end
   return allowed, rem, t, z
 end
@@ -413,10 +423,7 @@ function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     end
     if empty <= now then redis.call('DEL', key) else lb_set(key, empty, spare, now, slack) end
   end
-  local fits = math.floor((capacity - unit + spare) / rate)
-  local allowed = 0
-  if empty - now <= fits then allowed = 1 end
-  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+  return lb_peek(empty - now, spare, capacity, rate, unit)
 end
 
 -- Sliding window counter; the model is ratekeeper's slidingcounter.go.
@@ -739,6 +746,14 @@ local function tb_outcome(allowed, tokens, last, cost, now, capacity, rate, inte
   return allowed, tokens, retry_after, reset_after
 end
 
+-- tb_peek is the answer for a peek, a request of cost 1 that takes
+-- nothing: what a charge or a refund reports.
+local function tb_peek(tokens, last, now, capacity, rate, interval)
+  local allowed = 0
+  if tokens >= 1000000 then allowed = 1 end
+  return tb_outcome(allowed, tokens, last, 1000000, now, capacity, rate, interval)
+end
+
 -- tb_set writes the bucket, to expire when full again: from then on a
 -- missing key decides the same.
 local function tb_set(key, tokens, last, reset_after, slack)
@@ -777,9 +792,7 @@ function charges.token_bucket(key, n, now, slack, capacity, rate, interval)
   if tokens < floor then floor = tokens end
   tokens = tokens - cost
   if tokens < floor then tokens, allowed = floor, 2 end
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if tokens >= 1000000 then next_fits = 1 end
-  local _, r, t, z = tb_outcome(next_fits, tokens, last, 1000000, now, capacity, rate, interval)
+  local _, r, t, z = tb_peek(tokens, last, now, capacity, rate, interval)
   tb_set(key, tokens, last, z, slack)
   return allowed, r, t, z
 end
@@ -793,9 +806,7 @@ function refunds.token_bucket(key, n, now, slack, capacity, rate, interval)
       redis.call('DEL', key)
     end
   end
-  local allowed = 0
-  if tokens >= 1000000 then allowed = 1 end
-  local a, r, t, z = tb_outcome(allowed, tokens, last, 1000000, now, capacity, rate, interval)
+  local a, r, t, z = tb_peek(tokens, last, now, capacity, rate, interval)
   if z > 0 then tb_set(key, tokens, last, z, slack) end
   return a, r, t, z
 end

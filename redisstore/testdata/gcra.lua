@@ -119,6 +119,15 @@ local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
   return allowed, remaining * 1000000, retry_after, tat - now
 end
 
+-- gcra_peek is the answer at tat for a peek, a request of cost 1 that
+-- takes nothing: what a charge or a refund reports.
+local function gcra_peek(tat, now, burst, interval)
+  local next_tat = tat + interval
+  local allowed = 0
+  if next_tat - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+end
+
 -- gcra_set writes tat, to expire when it is reached.
 local function gcra_set(key, tat, now, slack)
   redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
@@ -150,9 +159,7 @@ function charges.gcra(key, n, now, slack, burst, _, interval)
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
   gcra_set(key, next_tat, now, slack)
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if next_tat + interval - now <= burst * interval then next_fits = 1 end
-  local _, r, t, z = gcra_outcome(next_fits, next_tat, next_tat + interval, now, burst, interval)
+  local _, r, t, z = gcra_peek(next_tat, now, burst, interval)
   if capped then allowed = 2 end
   return allowed, r, t, z
 end
@@ -163,10 +170,7 @@ function refunds.gcra(key, n, now, slack, burst, _, interval)
     tat = math.max(tat - n * interval, now)
     if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
   end
-  local next_tat = tat + interval
-  local allowed = 0
-  if next_tat - now <= burst * interval then allowed = 1 end
-  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  return gcra_peek(tat, now, burst, interval)
 end
 
 -- One request under the one algorithm this script holds.

@@ -193,6 +193,15 @@ local function lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
   return allowed, whole * 1000000 + frac, retry_after, wait
 end
 
+-- lb_peek is the answer for a peek, a request of cost 1 that takes
+-- nothing: what a charge or a refund reports.
+local function lb_peek(wait, spare, capacity, rate, unit)
+  local fits = math.floor((capacity - unit + spare) / rate)
+  local allowed = 0
+  if wait <= fits then allowed = 1 end
+  return lb_outcome(allowed, wait, spare, fits, capacity, rate, unit)
+end
+
 -- lb_set writes the bucket, to expire when empty.
 local function lb_set(key, empty, spare, now, slack)
   redis.call('SET', key, string.format('%d:%d', empty, spare), 'PX', math.ceil((empty - now) / 1000) + slack)
@@ -236,10 +245,7 @@ function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     empty, spare = empty + q, spare - r
   end
   if pour > 0 then lb_set(key, empty, spare, now, slack) end
-  local fits = math.floor((capacity - unit + spare) / rate)
-  local next_fits = 0 -- whether a request of cost 1 passes now
-  if empty - now <= fits then next_fits = 1 end
-  local _, rem, t, z = lb_outcome(next_fits, empty - now, spare, fits, capacity, rate, unit)
+  local _, rem, t, z = lb_peek(empty - now, spare, capacity, rate, unit)
   if pour < n then allowed = 2 end
   return allowed, rem, t, z
 end
@@ -258,10 +264,7 @@ function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
     end
     if empty <= now then redis.call('DEL', key) else lb_set(key, empty, spare, now, slack) end
   end
-  local fits = math.floor((capacity - unit + spare) / rate)
-  local allowed = 0
-  if empty - now <= fits then allowed = 1 end
-  return lb_outcome(allowed, empty - now, spare, fits, capacity, rate, unit)
+  return lb_peek(empty - now, spare, capacity, rate, unit)
 end
 
 -- Several callers' requests under the one algorithm this script holds, in
