@@ -155,10 +155,13 @@ func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 func refundGCRA(p driver.Params, st *state, now, n int64) outcome {
 	tat := gcraAt(st, now)
 	if tat > now {
-		tat = max(tat-n*p.Interval, now)
-		st.V[0] = tat
-		if tat == now {
+		// Compared before multiplying: n·interval may pass 2^63.
+		if n >= ceilDiv(tat-now, p.Interval) {
+			tat = now
 			*st = state{}
+		} else {
+			tat -= n * p.Interval
+			st.V[0] = tat
 		}
 	}
 	return gcraPeek(p, now, tat)

@@ -76,8 +76,14 @@ end
 function refunds.gcra(key, n, now, slack, burst, _, interval)
   local tat = gcra_at(key, now)
   if tat > now then
-    tat = math.max(tat - n * interval, now)
-    if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
+    -- Compared before multiplying: n * interval may pass 2^53.
+    if n >= math.ceil((tat - now) / interval) then
+      tat = now
+      redis.call('DEL', key)
+    else
+      tat = tat - n * interval
+      gcra_set(key, tat, now, slack)
+    end
   end
   return gcra_peek(tat, now, burst, interval)
 end
