@@ -38,7 +38,9 @@ const windowMaxDebt = MaxLimit
 
 // chargeCount adds n to a window's count, up to limit + windowMaxDebt
 // (never lowering a count already above it), and reports whether it was
-// capped.
+// capped. limit is the count at which a debt begins: a fixed window's
+// Limit; for the sliding window counter, Limit less the previous window's
+// weight, so that its estimate's debt keeps the same bound.
 func chargeCount(count, n, limit int64) (int64, bool) {
 	most := max(limit+windowMaxDebt, count)
 	if count+n > most {

@@ -68,7 +68,8 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	var capped bool
 	switch {
 	case mode == driver.Charge:
-		curr, capped = chargeCount(curr, n, limit)
+		// The debt is the estimate's, curr + weighted, beyond limit.
+		curr, capped = chargeCount(curr, n, limit-weighted)
 		st.Live, st.V = true, [3]int64{start, prev, curr}
 		need = 1
 	case mode == driver.Refund:
@@ -99,8 +100,9 @@ func stepSlidingWindowCounter(p driver.Params, st *state, now, n int64, mode dri
 	case prev > 0:
 		resetAfter = start + window - now
 	}
-	// Below zero by a debt (or while a clock gone back weighs prev more).
-	remaining := limit - curr - weighted
+	// Below zero by a debt (or while a clock gone back weighs prev more,
+	// at most −windowMaxDebt, as a debt).
+	remaining := max(limit-curr-weighted, -windowMaxDebt)
 	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
 }
 

@@ -51,7 +51,10 @@ local function swc_outcome(allowed, start, prev, curr, weighted, need, now, limi
   elseif prev > 0 then
     reset_after = start + window - now
   end
-  return allowed, (limit - curr - weighted) * 1000000, retry_after, reset_after
+  -- Below zero by a debt (or while a clock gone back weighs prev more, at
+  -- most -MaxLimit, as a debt).
+  local remaining = math.max(limit - curr - weighted, -1000000000)
+  return allowed, remaining * 1000000, retry_after, reset_after
 end
 
 -- swc_fits reports (1 or 0) whether a request of cost need fits.
@@ -78,15 +81,15 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
   return a, r, t, z
 end
 
--- The largest debt: MaxLimit (10^9) requests beyond the limit, so that
--- every count stays below 2^31, as muldiv needs; repaid within two
--- windows.
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, counted
+-- by the estimate (curr + weighted), so that every count stays below
+-- 2^31, as muldiv needs; repaid within two windows.
 function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
   local capped
-  curr, capped = charge_count(curr, n, limit)
+  curr, capped = charge_count(curr, n, limit - weighted)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end
