@@ -13,10 +13,14 @@ const MaxNameLen = driver.MaxNameLen
 // takes its cost from every policy, a denied one from none, so a denial by
 // one policy costs the others nothing.
 //
-// The Result describes the binding policy: when denied, the one that
-// denies for longest (its RetryAfter is when the request could pass); when
-// allowed, the one with the least Remaining. Its ResetAfter is when all of
-// them are full again, and Result.Parts holds every policy's own Result.
+// The Result describes the binding policy, the one that holds the next
+// request back the longest: when denied, the one that denies for longest
+// (its RetryAfter is when the request could pass); when allowed, the one
+// with the least Remaining; after a Charge or a Refund, the one whose
+// RetryAfter for a request of cost 1 is longest, whether or not n fitted
+// in it (Allowed reports whether n fitted in every policy). Its
+// ResetAfter is when all of them are full again, and Result.Parts holds
+// every policy's own Result.
 //
 // Each policy has a name, for Results, response headers and metrics: the
 // one given with Named, else its algorithm's. Names must differ, so name

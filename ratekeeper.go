@@ -120,6 +120,7 @@ func ResultOf(spec *driver.ValidSpec, d driver.Decision) (Result, error) {
 		parts[i] = resultOf(spec.Part(i), o)
 	}
 	res := parts[d.Binding]
+	res.Allowed = d.Allowed // after a Charge, n may not have fitted another part
 	res.ResetAfter = time.Duration(d.ResetAfter) * time.Microsecond
 	res.Parts = parts
 	for _, p := range parts {

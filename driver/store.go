@@ -79,11 +79,15 @@ type Decision struct {
 
 // Decision returns the Decision of a request under v from out, the
 // Outcomes of v's Policies() in order, which it copies. For an All, the
-// binding part is the one that denies for longest when the request is
-// denied (any part denies), else the one with the least Remaining; the
-// Decision is its Outcome, with the latest ResetAfter of all. When the
-// request is denied, the parts that would have allowed it report their
-// state as it is, since nothing was taken. out must hold
+// request is allowed when every part allows it (after a Charge: when n
+// fitted in every part), and the binding part is the one that holds the
+// next request back the longest: the greatest RetryAfter (a denied take's
+// wait for its own cost; after a Charge or a Refund, the wait of a
+// request of cost 1, whether or not n fitted), a part that denies before
+// one that allows, and else the least Remaining. The Decision is its
+// Outcome, with the request's Allowed and the latest ResetAfter of all.
+// When a take is denied, the parts that would have allowed it report
+// their state as it is, since nothing was taken. out must hold
 // max(v.NumParts(), 1) Outcomes.
 func (v *ValidSpec) Decision(out []Outcome) Decision {
 	if !v.IsAll() {
@@ -97,15 +101,26 @@ func (v *ValidSpec) Decision(out []Outcome) Decision {
 	binding, resetAfter := 0, int64(0)
 	for i, p := range parts {
 		resetAfter = max(resetAfter, p.ResetAfter)
-		switch q := parts[binding]; {
-		case allowed && p.Remaining < q.Remaining,
-			!allowed && !p.Allowed && (q.Allowed || p.RetryAfter > q.RetryAfter):
+		if holdsLonger(p, parts[binding]) {
 			binding = i
 		}
 	}
 	d := Decision{Outcome: parts[binding], Binding: binding, Parts: append([]Outcome(nil), parts...)}
-	d.ResetAfter = resetAfter
+	d.Allowed, d.ResetAfter = allowed, resetAfter
 	return d
+}
+
+// holdsLonger reports whether part p holds the next request back longer
+// than part q: a longer wait, else a denial beside an allowance, else
+// less left.
+func holdsLonger(p, q Outcome) bool {
+	switch {
+	case p.RetryAfter != q.RetryAfter:
+		return p.RetryAfter > q.RetryAfter
+	case p.Allowed != q.Allowed:
+		return !p.Allowed
+	}
+	return p.Remaining < q.Remaining
 }
 
 // MaxKeyLen is the longest key, in bytes, that a store is asked about.

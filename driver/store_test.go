@@ -179,11 +179,23 @@ func TestDecision(t *testing.T) {
 			{Allowed: true, Remaining: 0, ResetAfter: 10},
 			{Allowed: false, Remaining: 1, RetryAfter: 1, ResetAfter: 30},
 			{Allowed: true, Remaining: 0, ResetAfter: 20}}, 1},
+		// A Charge of 2 on 2 per hour and 1 per second, burst 1: it fits
+		// the window, not the burst, and the window holds the next
+		// request of cost 1 back the longest.
+		{"charged: the longest wait for cost 1, whatever fitted", []driver.Outcome{
+			{Allowed: false, Remaining: -1_000_000, RetryAfter: 1_000_000, ResetAfter: 20},
+			{Allowed: true, Remaining: 0, RetryAfter: 3_600_000_000, ResetAfter: 30},
+			{Allowed: true, Remaining: 5_000_000}}, 1},
+		{"equal waits: a part that denies", []driver.Outcome{
+			{Allowed: true, Remaining: 0, RetryAfter: 4, ResetAfter: 10},
+			{Allowed: false, Remaining: 1, RetryAfter: 4, ResetAfter: 30},
+			{Allowed: true, Remaining: 0, ResetAfter: 20}}, 1},
 	} {
 		in := append([]driver.Outcome(nil), tc.parts...)
 		d := all.Decision(in)
 		want := tc.parts[tc.binding]
 		want.ResetAfter = 30
+		want.Allowed = tc.parts[0].Allowed && tc.parts[1].Allowed && tc.parts[2].Allowed
 		if d.Binding != tc.binding || d.Outcome != want || !reflect.DeepEqual(d.Parts, tc.parts) {
 			t.Errorf("%s: Decision = %+v; want binding %d, %+v", tc.name, d, tc.binding, want)
 		}
