@@ -30,13 +30,13 @@ type slot struct {
 	state   driver.State
 }
 
-// step runs spec's model in mode on the slot's state at now, a state past
-// its expiry being full again (the same as a fresh key's), and moves the
-// expiry when the request took. It returns the model's Outcome.
+// step runs spec's model in mode on the slot's state at now, and moves the
+// expiry when the request took. It returns the model's Outcome. A state
+// past its expiry is kept as it is, not cleared: the model decides on it
+// as on a fresh key's (as the scripts do on a key Redis has not expired
+// yet), and a clock that then steps back still finds what was taken
+// before it.
 func (sl *slot) step(spec *driver.ValidSpec, now, n int64, mode driver.Mode) driver.Outcome {
-	if now >= sl.expires {
-		sl.state = driver.State{}
-	}
 	o := spec.Step(&sl.state, now, n, mode)
 	if took(mode, o.Allowed, n) {
 		sl.expires = now + o.ResetAfter
@@ -141,10 +141,7 @@ func (e *entry) decideAll(spec *driver.ValidSpec, now, n int64, mode driver.Mode
 			sts[i] = &fresh[i]
 			continue
 		}
-		if now >= sl.expires {
-			sl.state = driver.State{}
-		}
-		slots[i], sts[i] = sl, &sl.state
+		slots[i], sts[i] = sl, &sl.state // past its expiry too, as step says
 	}
 	res := spec.Decide(sts[:parts], now, n, mode)
 	if !took(mode, res.Allowed, n) {
