@@ -12,10 +12,10 @@ import (
 const denyShards = 16
 
 // denyCache remembers denials, so that a key denied until T is denied
-// locally, without Redis, until T. This is exact for Allowed and
-// RetryAfter because only time adds allowance: other servers can only take
-// more. It answers only the cost that was denied, for which RetryAfter is
-// known exactly.
+// locally, without Redis, until T. It answers only the cost that was
+// denied, for which RetryAfter is known, and only until then; this
+// store's own takes, charges and refunds of the key drop its denial (see
+// WithDenyCache for what that guarantees).
 //
 // A Reset adds allowance too, so a denial that Redis decided before a
 // Reset must not be cached after it: each shard counts its Resets (its
@@ -118,6 +118,16 @@ func (c *denyCache) remember(spec *driver.ValidSpec, key string, n int64, sent t
 	}
 	until := sent.Add(time.Duration(res.RetryAfter) * time.Microsecond)
 	sh.entries[k] = denial{cost: max(n, 1), at: sent, until: until, d: res}
+}
+
+// drop drops key's denial under spec, after a take of another cost that
+// made it too short. A take only ever lengthens a wait, so, unlike
+// forget, it lets denials on their way be remembered.
+func (c *denyCache) drop(spec *driver.ValidSpec, key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	delete(sh.entries, denyKey{spec.Key(), key})
+	sh.mu.Unlock()
 }
 
 // forget drops key's denial under spec, once its state has been deleted

@@ -2,11 +2,14 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
@@ -293,5 +296,117 @@ func TestDenyCacheForgetsDecideAllRefunds(t *testing.T) {
 	res, err := lim.Allow(ctx, "k")
 	if err != nil || res.Allowed || res.RetryAfter <= time.Hour {
 		t.Errorf("Allow after a DecideAll's charge of 2 = %+v, %v; want denied for over an hour", res, err)
+	}
+}
+
+// TestDenyCacheTakeOfAnotherCost: a take of another cost on a key whose
+// denial is cached makes Redis's wait longer; the next request of the
+// denied cost gets Redis's answer, not the cached one. Through Decide and
+// DecideAll alike.
+func TestDenyCacheTakeOfAnotherCost(t *testing.T) {
+	for _, viaDecideAll := range []bool{false, true} {
+		t.Run(fmt.Sprint("DecideAll=", viaDecideAll), func(t *testing.T) {
+			client := redistest.Client(t)
+			clock := testutil.NewClock(time.Unix(1_900_000_000, 0))
+			prefix := redistest.Prefix(t)
+			cached := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now), redisstore.WithDenyCache(100))
+			direct := redisstore.New(client, redisstore.WithKeyPrefix(prefix), redisstore.WithClock(clock.Now))
+			policy := ratekeeper.TokenBucket{Capacity: 5, RefillRate: 1, RefillInterval: time.Second}
+			viaCache, _ := ratekeeper.New(cached, policy)
+			viaRedis, _ := ratekeeper.New(direct, policy)
+			ctx := context.Background()
+			if res, err := viaCache.AllowN(ctx, "k", 3); err != nil || !res.Allowed {
+				t.Fatalf("AllowN(3) = %+v, %v", res, err)
+			}
+			if res, err := viaCache.AllowN(ctx, "k", 5); err != nil || res.Allowed || res.RetryAfter != 3*time.Second {
+				t.Fatalf("AllowN(5) = %+v, %v; want denied for 3s, and cached", res, err)
+			}
+			if viaDecideAll {
+				if _, err := cached.DecideAll(ctx, []driver.Request{{Key: "k", Spec: viaCache.Spec(), N: 1}}); err != nil {
+					t.Fatal(err)
+				}
+			} else if res, err := viaCache.Allow(ctx, "k"); err != nil || !res.Allowed {
+				t.Fatalf("Allow = %+v, %v", res, err)
+			}
+			want, err := viaRedis.AllowN(ctx, "k", 5) // denied: takes nothing
+			if err != nil || want.RetryAfter != 4*time.Second {
+				t.Fatalf("Redis: AllowN(5) = %+v, %v; want denied for 4s", want, err)
+			}
+			got, err := viaCache.AllowN(ctx, "k", 5)
+			if err != nil || got.Allowed || got.RetryAfter != want.RetryAfter {
+				t.Errorf("AllowN(5) after a take of 1 = %+v, %v; Redis answers %+v", got, err, want)
+			}
+		})
+	}
+}
+
+// replyLost is a go-redis hook that, while armed, runs every command and
+// then reports it failed, as a reply lost to a timeout would be: Redis
+// made the call, the client does not know.
+type replyLost struct{ armed atomic.Bool }
+
+func (h *replyLost) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyLost) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.armed.Load() {
+			cmd.SetErr(errReplyLost)
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+func (h *replyLost) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if h.armed.Load() {
+			for _, c := range cmds {
+				c.SetErr(errReplyLost)
+			}
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+var errReplyLost = errors.New("injected: the reply was lost")
+
+// TestDenyCacheForgetsOnFailedRefund: a refund or a charge that Redis made
+// but whose reply was lost still drops the key's cached denial, as a
+// Reset does.
+func TestDenyCacheForgetsOnFailedRefund(t *testing.T) {
+	for _, mode := range []driver.Mode{driver.Refund, driver.Charge} {
+		t.Run(mode.String(), func(t *testing.T) {
+			client := redistest.Client(t)
+			lost := &replyLost{}
+			client.AddHook(lost)
+			store := redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithDenyCache(100))
+			lim, _ := ratekeeper.New(store, ratekeeper.GCRA{Rate: 2, Period: time.Hour, Burst: 2})
+			ctx := context.Background()
+			for range 3 { // the third is denied, and cached
+				lim.Allow(ctx, "k")
+			}
+			call := lim.Refund
+			if mode == driver.Charge {
+				call = lim.Charge
+			}
+			lost.armed.Store(true)
+			_, err := call(ctx, "k", 1)
+			lost.armed.Store(false)
+			if !errors.Is(err, errReplyLost) {
+				t.Fatalf("%v with its reply lost: %v, want the injected error", mode, err)
+			}
+			res, err := lim.Allow(ctx, "k")
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case mode == driver.Refund && !res.Allowed:
+				t.Errorf("Allow after a refund of 1 that Redis made = %+v; want allowed, not the cached denial", res)
+			case mode == driver.Charge && (res.Allowed || res.RetryAfter <= 45*time.Minute):
+				t.Errorf("Allow after a charge of 1 that Redis made = %+v; want denied for about an hour, not the cached 30 minutes", res)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ import (
 // a key's state shared by several requests (the same key under the same
 // policy) is decided for each in turn: the second sees what the first
 // would take. The deny cache is not consulted, and
-// forgets the denials of the keys charged or refunded.
+// forgets the denials of the keys taken from, charged or refunded.
 //
 // Over a client of one server (a standalone Redis, or Sentinel's primary)
 // the whole set is one script call, atomic. Over a Redis Cluster, it can
@@ -152,16 +152,19 @@ func modeDigit(r driver.Request) byte {
 }
 
 // forgetDenials drops the deny cache's denials of the keys that reqs
-// charge or refund, which may have made them wrong: a refund adds
-// allowance, a charge makes a denial last longer. It runs after the call,
-// failed or not, as Decide's charges do.
+// charge, refund or take from, which may have made them wrong: a refund
+// adds allowance, a charge or a take makes a denial last longer. It runs
+// after the call, failed or not, as Decide's charges do.
 func (s *Store) forgetDenials(reqs []driver.Request) {
 	if s.denies == nil {
 		return
 	}
 	for _, r := range reqs {
-		if r.Act() != driver.Take || r.ChargeOver {
+		switch {
+		case r.Act() != driver.Take || r.ChargeOver:
 			s.denies.forget(r.Spec, r.Key)
+		case r.N > 0:
+			s.denies.drop(r.Spec, r.Key)
 		}
 	}
 }

@@ -16,7 +16,8 @@
 // whatever Redis does. While Redis refuses or drops connections, calls
 // fail at once with ErrUnreachable instead of waiting, and they resume as
 // soon as Redis answers again. An optional deny cache (WithDenyCache)
-// answers repeat denials in process, exactly, until they run out.
+// answers repeat denials in process until they run out, never looser than
+// Redis (WithDenyCache says what it guarantees).
 // DecideAll decides requests on several keys together, all or nothing, in
 // one script call (one per hash slot over a cluster).
 package redisstore
@@ -122,23 +123,31 @@ func WithAutoPipelining(on bool) Option {
 
 // WithDenyCache keeps up to maxKeys recent denials in process, so that a
 // key denied until T is answered locally, without a round trip, until T:
-// repeat abusers cost Redis nothing. This is exact, because only time adds
-// allowance: Allowed and RetryAfter are what Redis would answer (other
-// servers can only take more); Remaining is the one Redis last reported,
-// and ResetAfter is aged since. Only the denied cost is answered locally.
-// Reset on this store forgets the key's denial, and a denial on its way
-// back from Redis during a Reset is not cached.
+// repeat abusers cost Redis nothing. Only the denied cost is answered
+// locally, and only until the RetryAfter Redis gave it; Remaining is the
+// one Redis reported, and the times are aged since.
 //
-// Exact holds while nobody else adds allowance. Two things do, and the
-// cache does not see them: a Reset made through another server, and a
-// limiter applying other parameters under the same name (another server
-// still on an old limit, say, with a faster refill or a larger capacity).
-// A key denied here is then denied until its denial runs out, at most the
-// RetryAfter it was cached with, though Redis would allow it; the cache
-// never allows more than Redis would. Denials are cached per policy
-// parameters, so limiters with different limits on one store never answer
-// each other's. To change a limit at once everywhere, give the new policy
-// a new name: its keys start full.
+// What it guarantees:
+//   - It never allows: it answers only denials, so it is never looser
+//     than Redis.
+//   - Over this store's own calls, one after another, its answers are
+//     exactly Redis's: this store's takes, charges, refunds and Resets on
+//     a key drop the key's cached denial (a charge or a refund, and a
+//     Reset, even when the call failed here, since Redis may have made
+//     it), and a denial on its way back from Redis during a Reset is not
+//     cached.
+//   - Calls through other stores, on other servers, are not seen. A take
+//     or a charge there makes Redis's wait longer than the cached one:
+//     the cached RetryAfter is then too short, and the next request after
+//     it goes to Redis, which denies again. A refund or a Reset there (the
+//     service's is_negative_hits, say), or a limiter applying other
+//     parameters under the same name (another server still on an old
+//     limit), adds allowance: the cache then denies, at most until its
+//     RetryAfter, what Redis would allow.
+//
+// Denials are cached per policy parameters, so limiters with different
+// limits on one store never answer each other's. To change a limit at
+// once everywhere, give the new policy a new name: its keys start full.
 func WithDenyCache(maxKeys int) Option {
 	return func(s *Store) {
 		s.denies = nil
@@ -224,19 +233,24 @@ func (s *Store) decide(ctx context.Context, alg *algorithm, key string, spec *dr
 	if err == nil {
 		err = c.err
 	}
+	if s.denies != nil && mode != driver.Take {
+		// A refund adds allowance, and a charge makes a cached denial
+		// too short: after the call, failed or not (Redis may have made
+		// a call that failed here), as Reset does.
+		s.denies.forget(spec, key)
+	}
 	if err != nil {
 		s.breaker.failed(err)
 		return driver.Decision{}, fmt.Errorf("redisstore: %s for %q: %w", spec.Algorithm(), key, err)
 	}
 	res, err := parseReply(spec, c.reply)
 	switch {
-	case s.denies == nil:
-	case mode != driver.Take:
-		// A refund adds allowance, and a charge makes a cached denial
-		// too short: after the call, failed or not, as Reset does.
-		s.denies.forget(spec, key)
-	case err == nil && !res.Allowed:
+	case s.denies == nil || err != nil || mode != driver.Take:
+	case !res.Allowed:
 		s.denies.remember(spec, key, n, sent, res, gen)
+	case n > 0:
+		// A take of another cost makes a cached denial too short.
+		s.denies.drop(spec, key)
 	}
 	return res, err
 }
