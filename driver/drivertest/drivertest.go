@@ -22,10 +22,15 @@
 //     and that a time outside the supported range is an error;
 //   - that input which can never succeed is an error, and takes nothing;
 //   - that Result.Remaining is the most that would pass now;
+//   - that a decision which consumes nothing forgets nothing, even at or
+//     after a key's expiry, so that a clock that then steps back finds
+//     what was taken before it;
 //   - Charge and Refund, if the store is a driver.Charger: a debt, its
 //     repayment and its bound, refunds never beyond full, and concurrent
-//     charges that all count. The random sequences draw charges and
-//     refunds among their requests.
+//     charges that all count, at the edges too (costs of MaxLimit over
+//     intervals of a day, at a window's boundary, under All). The random
+//     sequences draw charges and refunds among their requests, up to
+//     MaxLimit, and every Result must keep the documented bounds.
 //
 // Every store Run opens reads its time only from now, which Run moves;
 // its keys may persist between the stores of one Run (Run resets the keys
@@ -90,6 +95,10 @@ var cases = []struct {
 	{"SlidingLogRefundsNewest", (*suite).testSlidingLogRefundsNewest},
 	{"ConcurrentCharges", (*suite).testConcurrentCharges},
 	{"DebtBounds", (*suite).testDebtBounds},
+	{"RefundOfMaxLimit", (*suite).testRefundOfMaxLimit},
+	{"SlidingCounterDebtBound", (*suite).testSlidingCounterDebtBound},
+	{"AllChargeRetryAfter", (*suite).testAllChargeRetryAfter},
+	{"PeekForgetsNothing", (*suite).testPeekForgetsNothing},
 }
 
 // forEachStore runs f on a fresh store, and a clock at start that it

@@ -19,9 +19,10 @@ const equivalenceSteps = 10_000
 
 // testRandomEquivalence requires the store to return the Go model's
 // Result for every request of long random sequences of requests, charges
-// (of up to three times what the policy admits at once) and refunds (if
-// the store is a driver.Charger), on a clock that now and then steps
-// back.
+// and refunds (if the store is a driver.Charger; of up to three times
+// what the policy admits at once, and now and then of MaxLimit), on a
+// clock that now and then steps back; and every Result to keep the
+// documented bounds (checkInvariants).
 func (ts *suite) testRandomEquivalence(t *testing.T) {
 	for _, pc := range policies {
 		t.Run(pc.name, func(t *testing.T) {
@@ -61,11 +62,17 @@ func (ts *suite) checkEquivalence(t *testing.T, pc policyCase, seed uint64) {
 	for i := range equivalenceSteps {
 		d, n := g.next()
 		mode := driver.Take
-		switch p := modes.IntN(100); {
+		switch p := modes.IntN(200); {
 		case !charges:
-		case p < 15:
+		case p < 2:
+			// The largest costs, where a debt meets its bound and a
+			// refund's arithmetic its widest range.
+			mode, n = driver.Charge, ratekeeper.MaxLimit-modes.Int64N(2)
+		case p < 4:
+			mode, n = driver.Refund, ratekeeper.MaxLimit-modes.Int64N(2)
+		case p < 30:
 			mode, n = driver.Charge, modes.Int64N(3*spec.MaxCost()+1)
-		case p < 27:
+		case p < 54:
 			mode, n = driver.Refund, modes.Int64N(2*spec.MaxCost()+1)
 		}
 		if back.IntN(30) == 0 {
@@ -84,6 +91,7 @@ func (ts *suite) checkEquivalence(t *testing.T, pc policyCase, seed uint64) {
 			t.Fatalf("seed %d, step %d, %+v: %v of %d at start+%v (after a step of %v), from %s:\nmodel %+v\nstore %+v",
 				seed, i, pc.policy, mode, n, clock.Elapsed(), d, before, want, got)
 		}
+		checkInvariants(t, fmt.Sprintf("seed %d, step %d, %+v", seed, i, pc.policy), mode, want)
 		floor.after(now, n, mode, want)
 		switch {
 		case mode == driver.Charge && want.Remaining < 0:

@@ -42,6 +42,8 @@ var policies = []policyCase{
 	{"tb250000_3000per1ms", ratekeeper.TokenBucket{Capacity: 250_000, RefillRate: 3000, RefillInterval: time.Millisecond}, time.Millisecond},
 	// An emission interval of 1s/3, rounded up to 333,334µs.
 	{"gcra3per1s_b5", ratekeeper.GCRA{Rate: 3, Period: time.Second, Burst: 5}, 333_334 * time.Microsecond},
+	// One a day: MaxLimit emission intervals pass 2^63µs.
+	{"gcra1per24h_b1", ratekeeper.GCRA{Rate: 1, Period: 24 * time.Hour, Burst: 1}, 24 * time.Hour},
 	// A window opens at a request: steps of a Window, ±1µs, from one
 	// meet its end.
 	{"fw5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond}, 1500 * time.Millisecond},
