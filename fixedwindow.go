@@ -38,7 +38,7 @@ func init() {
 		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
 			return FixedWindow{Limit: n, Window: period}
 		},
-	}, FixedWindow{}, driver.Algorithm{Check: checkFixedWindow, Step: stepFixedWindow, Short: "fw", Variant: fixedWindowVariant})
+	}, FixedWindow{}, driver.Algorithm{Check: checkFixedWindow, Step: stepFixedWindow, Lease: leaseFixedWindow, Short: "fw", Variant: fixedWindowVariant})
 }
 
 // Spec validates the policy and returns its integer form: Params holds
@@ -149,3 +149,51 @@ func fixedWindowAt(p driver.Params, st *state, now int64) (count, start int64) {
 	}
 	return count, start
 }
+
+// leaseFixedWindow is the lease step (driver.Algorithm.Lease). A window
+// needs no holds: a lease takes its units into the window's count, and
+// expires at the window's end if that comes before its TTL, so every unit
+// leased is spent in the window that counted it. req.Back's unused units
+// come back to the count if its lease was taken in this window (it
+// expires after this window's start).
+func leaseFixedWindow(p driver.Params, st *state, now int64, req driver.LeaseRequest) (driver.Lease, outcome) {
+	limit := p.Capacity
+	count, start := fixedWindowAt(p, st, now)
+	changed := false
+	if req.Back.Units > 0 && req.Unused > 0 && count > 0 && req.Back.Expires > start && req.Back.Expires <= start+p.Interval {
+		count = max(count-req.Unused, 0)
+		changed = true
+	}
+	need := max(req.Min, 1)
+	var lease driver.Lease
+	if req.Want > 0 && count+need <= limit {
+		take := min(req.Want, limit-count)
+		if take > req.Min {
+			lease = driver.Lease{Units: take - req.Min, Expires: min(now+req.TTL, start+p.Interval)}
+		}
+		count += take
+		need, changed = 0, true
+	}
+	if changed {
+		st.Live, st.V[0], st.V[1] = true, count, start
+		if count == 0 {
+			*st = state{}
+		}
+	}
+	return lease, fixedWindowOutcome(p, now, count, start, need)
+}
+
+// fixedWindowOutcome is the Outcome of a request of cost need (0 for one
+// that was taken) on a window's count.
+func fixedWindowOutcome(p driver.Params, now, count, start, need int64) outcome {
+	limit := p.Capacity
+	o := outcome{Allowed: count+need <= limit, Remaining: (limit - count) * unit}
+	if !o.Allowed {
+		o.RetryAfter = start + p.Interval - now
+	}
+	if count > 0 {
+		o.ResetAfter = start + p.Interval - now
+	}
+	return o
+}
+

@@ -38,7 +38,7 @@ func init() {
 		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
 			return GCRA{Rate: n, Period: period, Burst: burst}
 		},
-	}, GCRA{}, driver.Algorithm{Check: checkGCRA, Step: stepGCRA, Short: "gcra"})
+	}, GCRA{}, driver.Algorithm{Check: checkGCRA, Step: stepGCRA, Lease: leaseGCRA, Short: "gcra"})
 }
 
 // Spec validates the policy and returns its integer form: Params holds
@@ -82,7 +82,10 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 // stepGCRA is the model that redisstore's gcra.lua keeps. State: v[0] the
 // theoretical arrival time; at or before now, the key is as good as fresh.
 // A clock gone back puts it further ahead of now: a longer wait, never
-// more allowance. Beyond now + Burst·interval, it is in debt.
+// more allowance. Beyond now + Burst·interval, it is in debt. More holds
+// the key's leases (holds): while they hold h requests, the theoretical
+// arrival time is at least now + h·interval, so that nothing refills what
+// they hold.
 func stepGCRA(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	switch mode {
 	case driver.Charge:
@@ -91,28 +94,65 @@ func stepGCRA(p driver.Params, st *state, now, n int64, mode driver.Mode) outcom
 		return refundGCRA(p, st, now, n)
 	}
 	interval := p.Interval
-	tat := gcraAt(st, now)
+	tat, live := gcraAt(p, st, now)
 	next := tat + want(n)*interval
 	allowed := next-now <= p.Capacity*interval
 	if allowed && mode == driver.Take {
 		tat = next
-		st.Live, st.V[0] = true, tat
+		gcraKeep(st, now, tat, live)
 	}
-	return gcraOutcome(p, now, tat, next, allowed)
+	return gcraOutcome(p, now, tat, next, allowed, live)
 }
 
-// gcraAt returns the theoretical arrival time at now.
-func gcraAt(st *state, now int64) int64 {
+// gcraAt returns the theoretical arrival time at now, and the holds still
+// live at now. Each hold that expired by now, in order, held its units
+// until it expired: the time is at least its expiry plus what was held
+// until then.
+func gcraAt(p driver.Params, st *state, now int64) (int64, holds) {
+	tat := now
 	if st.Live && st.V[0] > now {
-		return st.V[0]
+		tat = st.V[0]
 	}
-	return now
+	h := holdsOf(st)
+	if h == nil {
+		return tat, nil
+	}
+	held := h.units()
+	gone, live := h.expired(now)
+	for _, x := range gone {
+		tat = max(tat, x.expires+held*p.Interval)
+		held -= x.units
+	}
+	return max(tat, now+held*p.Interval), live
+}
+
+// gcraKeep keeps tat and the live holds in st; a key at or before now
+// without holds is fresh, and forgotten.
+func gcraKeep(st *state, now, tat int64, live holds) {
+	if tat <= now && len(live) == 0 {
+		*st = state{}
+		return
+	}
+	st.Live, st.V[0] = true, tat
+	live.keep(st)
+}
+
+// gcraReset returns when a key at theoretical arrival time tat, with the
+// live holds, is full again if nothing else happens: once each hold
+// expired, having held its units until then.
+func gcraReset(interval, tat int64, live holds) int64 {
+	held := live.units()
+	for _, x := range live {
+		tat = max(tat, x.expires+held*interval)
+		held -= x.units
+	}
+	return tat
 }
 
 // gcraOutcome is the Outcome at theoretical arrival time tat of a request
 // that would move it to next. Remaining is below zero by a debt (or while
 // a clock gone back keeps tat further ahead).
-func gcraOutcome(p driver.Params, now, tat, next int64, allowed bool) outcome {
+func gcraOutcome(p driver.Params, now, tat, next int64, allowed bool, live holds) outcome {
 	interval, tolerance := p.Interval, p.Capacity*p.Interval
 	var retryAfter int64
 	if !allowed {
@@ -121,7 +161,7 @@ func gcraOutcome(p driver.Params, now, tat, next int64, allowed bool) outcome {
 	// At most gcraMaxDebt below zero: a clock gone back may put tat
 	// further ahead than any debt.
 	remaining := max(floorDiv(tolerance-(tat-now), interval), -gcraMaxDebt(p))
-	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: tat - now}
+	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: gcraReset(interval, tat, live) - now}
 }
 
 // gcraMaxDebt is the largest debt of a GCRA key, in requests: what it
@@ -135,7 +175,7 @@ func gcraMaxDebt(p driver.Params) int64 {
 // not they fit, up to gcraMaxDebt intervals beyond the burst; never back.
 func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 	interval := p.Interval
-	tat := gcraAt(st, now)
+	tat, live := gcraAt(p, st, now)
 	// Compared before multiplying: n·interval may pass 2^63.
 	most := now + (p.Capacity+gcraMaxDebt(p))*interval
 	capped := n > floorDiv(most-tat, interval)
@@ -144,32 +184,73 @@ func chargeGCRA(p driver.Params, st *state, now, n int64) outcome {
 		next = tat + n*interval
 	}
 	allowed := next-now <= p.Capacity*interval // never when capped
-	st.Live, st.V[0] = true, next
-	o := gcraPeek(p, now, next)
+	gcraKeep(st, now, next, live)
+	o := gcraPeek(p, now, next, live)
 	o.Allowed, o.Capped = allowed, capped
 	return o
 }
 
 // refundGCRA moves the theoretical arrival time up to n intervals back,
-// never before now, where the key is fresh and forgotten.
+// never before now, nor before what the live holds keep; a key at now
+// without holds is fresh, and forgotten.
 func refundGCRA(p driver.Params, st *state, now, n int64) outcome {
-	tat := gcraAt(st, now)
-	if tat > now {
-		// Compared before multiplying: n·interval may pass 2^63.
-		if n >= ceilDiv(tat-now, p.Interval) {
-			tat = now
-			*st = state{}
-		} else {
-			tat -= n * p.Interval
-			st.V[0] = tat
-		}
+	tat, live := gcraAt(p, st, now)
+	if tat > now+live.units()*p.Interval {
+		tat = gcraBack(p, now, tat, n, live)
+		gcraKeep(st, now, tat, live)
 	}
-	return gcraPeek(p, now, tat)
+	return gcraPeek(p, now, tat, live)
+}
+
+// gcraBack moves tat up to n intervals back, never before now + what the
+// live holds hold.
+func gcraBack(p driver.Params, now, tat, n int64, live holds) int64 {
+	floor := now + live.units()*p.Interval
+	// Compared before multiplying: n·interval may pass 2^63.
+	if tat <= floor || n >= ceilDiv(tat-floor, p.Interval) {
+		return floor
+	}
+	return tat - n*p.Interval
 }
 
 // gcraPeek is the Outcome at theoretical arrival time tat of a peek, a
 // request of cost 1 that takes nothing: what a charge or a refund reports.
-func gcraPeek(p driver.Params, now, tat int64) outcome {
+func gcraPeek(p driver.Params, now, tat int64, live holds) outcome {
 	next := tat + p.Interval
-	return gcraOutcome(p, now, tat, next, next-now <= p.Capacity*p.Interval)
+	return gcraOutcome(p, now, tat, next, next-now <= p.Capacity*p.Interval, live)
+}
+
+// leaseGCRA is the lease step (driver.Algorithm.Lease): req.Back's unused
+// units come back as a refund's do, and its hold goes; then a lease of up
+// to req.Want takes what fits, and holds all of it but req.Min, which its
+// request spends at once, until now + req.TTL.
+func leaseGCRA(p driver.Params, st *state, now int64, req driver.LeaseRequest) (driver.Lease, outcome) {
+	interval, tolerance := p.Interval, p.Capacity*p.Interval
+	tat, live := gcraAt(p, st, now)
+	changed := false
+	if rest, ok := live.without(req.Back.Expires, req.Back.Units); ok && req.Back.Units > 0 {
+		live = rest
+		tat = gcraBack(p, now, tat, req.Unused, live)
+		changed = true
+	}
+	need := max(req.Min, 1)
+	next := tat + need*interval
+	allowed := next-now <= tolerance
+	var lease driver.Lease
+	if allowed && req.Want > 0 {
+		take := req.Min
+		if !live.full() {
+			take = min(req.Want, floorDiv(now+tolerance-tat, interval))
+		}
+		tat += take * interval
+		if take > req.Min {
+			lease = driver.Lease{Units: take - req.Min, Expires: now + req.TTL}
+			live = live.with(lease.Expires, lease.Units)
+		}
+		next, changed = tat, true
+	}
+	if changed {
+		gcraKeep(st, now, tat, live)
+	}
+	return lease, gcraOutcome(p, now, tat, next, allowed, live)
 }

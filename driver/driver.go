@@ -153,6 +153,16 @@ type Algorithm struct {
 	// arrival time further ahead. RetryAfter and ResetAfter count from
 	// now, on the clock that must reach them.
 	Step func(p Params, st *State, now, n int64, mode Mode) Outcome
+	// Lease, if set, is the model's lease step (see Leaser): at now, it
+	// gives back req.Back's unused units, if the state still counts it,
+	// then takes up to req.Want units, at least req.Min, if they fit, and
+	// counts what the new lease holds in st until it is given back or
+	// expires, so that nothing refills it meanwhile. It returns the lease
+	// taken and the Outcome of a take of req.Min (or of a peek, when
+	// req.Want is 0). Step then decides every request with the leases of
+	// st counted. It may assume CheckLease passed. An algorithm without it
+	// takes no leases.
+	Lease func(p Params, st *State, now int64, req LeaseRequest) (Lease, Outcome)
 	// Short is a short form of the name, for stores' keys: "tb".
 	Short string
 	// Variant, if set, names the variant of the algorithm that a Spec's

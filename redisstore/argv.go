@@ -25,6 +25,8 @@ type request struct {
 	// modes, when not nil, is all.lua's mode of each part, one digit
 	// each (see modeDigit): those of a DecideAll's requests.
 	modes []byte
+	// lease, when not nil, is lease.lua's lease step.
+	lease *driver.LeaseRequest
 }
 
 // part is one policy of a request and its cost n.
@@ -88,10 +90,23 @@ func (r *request) allArgs() []any {
 
 // args is c's ARGV, that of its entry script.
 func (c *call) args() []any {
-	if c.alg == allScript {
+	switch {
+	case c.alg == allScript:
 		return c.req.allArgs()
+	case c.req.lease != nil:
+		return c.req.leaseArgs()
 	}
 	return c.req.singleArgs()
+}
+
+// leaseArgs is lease.lua's ARGV: the time, the expiry slack, the
+// policy's parameters, the new lease (want, least, ttl), then the lease
+// given back (its units, its expiry, and how many were not spent).
+func (r *request) leaseArgs() []any {
+	now, slack := r.clock()
+	l := r.lease
+	args := appendParams(append(make([]any, 0, 12), now, slack), r.parts[0].spec)
+	return append(args, l.Want, l.Min, l.TTL, l.Back.Units, l.Back.Expires, l.Unused)
 }
 
 // batchArgs is batch.lua's ARGV for calls of single.lua, of one store and

@@ -21,6 +21,9 @@ type algorithm struct {
 	src      string
 	batch    *redis.Script
 	batchSrc string
+	// lease is the script of a lease step (lease.lua), for an algorithm
+	// that takes leases; nil for the others.
+	lease *algorithm
 }
 
 // algorithms are the scripts of the algorithms registered with the driver
@@ -38,8 +41,13 @@ func init() {
 			continue // an algorithm without a script: Decide refuses it
 		}
 		src, batchSrc := luaScript([]string{name}, "single"), luaScript([]string{name}, "batch")
-		algorithms[name] = &algorithm{script: redis.NewScript(src), src: src,
+		alg := &algorithm{script: redis.NewScript(src), src: src,
 			batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
+		if strings.Contains(src, "function leases."+name+"(") {
+			leaseSrc := luaScript([]string{name}, "lease")
+			alg.lease = &algorithm{script: redis.NewScript(leaseSrc), src: leaseSrc}
+		}
+		algorithms[name] = alg
 		every = append(every, name)
 	}
 	src := luaScript(every, "all")
@@ -73,7 +81,7 @@ func luaScript(names []string, entry string) string {
 
 // luaHelpers are the files of functions that algorithms may call, each
 // file named after its function.
-var luaHelpers = []string{"muldiv", "charge_count"}
+var luaHelpers = []string{"muldiv", "charge_count", "holds"}
 
 // luaFile returns the embedded file lua/<name>.lua, and a blank line.
 func luaFile(name string) string {

@@ -99,6 +99,7 @@ var cases = []struct {
 	{"SlidingCounterDebtBound", (*suite).testSlidingCounterDebtBound},
 	{"AllChargeRetryAfter", (*suite).testAllChargeRetryAfter},
 	{"PeekForgetsNothing", (*suite).testPeekForgetsNothing},
+	{"LeaseEquivalence", (*suite).testLeaseEquivalence},
 }
 
 // forEachStore runs f on a fresh store, and a clock at start that it

@@ -174,6 +174,17 @@ func (m *Model) DecideMode(now, n int64, mode driver.Mode) ratekeeper.Result {
 	return res
 }
 
+// Lease makes the lease step req at now, as a driver.Leaser does, and
+// returns the lease taken and the Result of its request.
+func (m *Model) Lease(now int64, req driver.LeaseRequest) (driver.Lease, ratekeeper.Result) {
+	lease, o := m.spec.Lease(&m.states[0], now, req)
+	res, err := ratekeeper.ResultOf(m.spec, driver.Decision{Outcome: o})
+	if err != nil {
+		panic(err) // a lease's spec is never an All
+	}
+	return lease, res
+}
+
 // String shows the model's states, a sliding window log's entries
 // included: two Models that show alike decide alike.
 func (m *Model) String() string {

@@ -61,3 +61,30 @@ function refunds.fixed_window(key, n, now, slack, limit, aligned, window)
   end
   return fw_outcome(count, start, 1, now, limit, window)
 end
+
+-- A lease step (driver.Leaser). A window needs no holds: a lease takes
+-- its units into the count, and expires at the window's end if that comes
+-- before its ttl, so every unit leased is spent in the window that counted
+-- it. back's unused units come back to the count if its lease was taken in
+-- this window (it expires after this window's start).
+function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, least, ttl, back_units, back_expires, unused)
+  local count, start = fw_at(key, now, aligned, window)
+  local changed = false
+  if back_units > 0 and unused > 0 and count > 0 and back_expires > start and back_expires <= start + window then
+    count = math.max(count - unused, 0)
+    changed = true
+  end
+  local need = math.max(least, 1)
+  local units, expires = 0, 0
+  if want > 0 and count + need <= limit then
+    local take = math.min(want, limit - count)
+    if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
+    count = count + take
+    need, changed = 0, true
+  end
+  if changed then
+    if count == 0 then redis.call('DEL', key) else fw_set(key, count, start, now, slack, window) end
+  end
+  local a, r, t, z = fw_outcome(count, start, need, now, limit, window)
+  return units, expires, a, r, t, z
+end

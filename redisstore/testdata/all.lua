@@ -26,6 +26,11 @@
 -- 0: charges.<name> takes n whether or not it fits, and may leave the key
 -- in debt; refunds.<name> gives up to n back (see driver.Mode).
 --
+-- An algorithm that takes leases has a fourth, leases.<name>(key, now,
+-- slack, capacity, rate, interval, cost, want, least, ttl, back_units,
+-- back_expires, unused), the lease step of driver.Leaser, which returns
+-- the lease taken (units, expires) before the four integers.
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
 -- allowed without take, they describe the state as it is. A charge
@@ -34,7 +39,7 @@
 -- debt and retry after for a cost of 1; a refund answers as a peek after
 -- it. The script ends with one of single.lua, batch.lua and all.lua,
 -- which read ARGV and call the functions through run.
-local algorithms, charges, refunds = {}, {}, {}
+local algorithms, charges, refunds, leases = {}, {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
 -- 2^53; nil for anything else, which then counts as a fresh key. With
@@ -126,6 +131,83 @@ local function charge_count(count, n, limit)
   return count + n, false
 end
 
+-- Prepended, after lib.lua, to the scripts of algorithms that take leases.
+-- A key's state may end with its holds, "|<expires>:<units>" each, in
+-- order of expiry: what its leases hold until they expire (ratekeeper's
+-- holds.go). A hold is a table {expires, units}.
+
+-- split_holds splits a stored state into its base and its holds, nil for
+-- a state without.
+local function split_holds(v)
+  if not v then return nil, nil end
+  local bar = string.find(v, '|', 1, true)
+  if not bar then return v, nil end
+  local holds = {}
+  for e, u in string.gmatch(string.sub(v, bar + 1), '(%d+):(%d+)') do
+    holds[#holds + 1] = {e + 0, u + 0}
+  end
+  return string.sub(v, 1, bar - 1), holds
+end
+
+-- holds_units returns what the holds hold in all.
+local function holds_units(holds)
+  local sum = 0
+  if holds then
+    for _, h in ipairs(holds) do sum = sum + h[2] end
+  end
+  return sum
+end
+
+-- holds_without returns the holds less units of the one that expires at
+-- expires, and whether there was one: a lease given back.
+local function holds_without(holds, expires, units)
+  if not holds then return holds, false end
+  local out, found = {}, false
+  for _, h in ipairs(holds) do
+    if not found and h[1] == expires then
+      found = true
+      if h[2] > units then out[#out + 1] = {h[1], h[2] - units} end
+    else
+      out[#out + 1] = h
+    end
+  end
+  return out, found
+end
+
+-- holds_with returns the holds with units more held until expires, in
+-- order of expiry: a new lease, merged with one of the same expiry.
+local function holds_with(holds, expires, units)
+  local out, added = {}, false
+  for _, h in ipairs(holds or {}) do
+    if not added and h[1] == expires then
+      out[#out + 1] = {h[1], h[2] + units}
+      added = true
+    else
+      if not added and h[1] > expires then
+        out[#out + 1] = {expires, units}
+        added = true
+      end
+      out[#out + 1] = h
+    end
+  end
+  if not added then out[#out + 1] = {expires, units} end
+  return out
+end
+
+-- holds_full reports whether a key may take no new lease: it holds
+-- MaxHolds (64).
+local function holds_full(holds)
+  return holds ~= nil and #holds >= 64
+end
+
+-- holds_string is the suffix that keeps the holds in a state string.
+local function holds_string(holds)
+  if not holds or #holds == 0 then return '' end
+  local parts = {}
+  for i, h in ipairs(holds) do parts[i] = string.format('|%d:%d', h[1], h[2]) end
+  return table.concat(parts)
+end
+
 -- Fixed window; the model is ratekeeper's fixedwindow.go.
 -- key holds "<count, above limit by a debt>:<start of the window, µs>"; a
 -- key that lost its expiry is repaired once its window is over.
@@ -190,6 +272,33 @@ function refunds.fixed_window(key, n, now, slack, limit, aligned, window)
   return fw_outcome(count, start, 1, now, limit, window)
 end
 
+-- A lease step (driver.Leaser). A window needs no holds: a lease takes
+-- its units into the count, and expires at the window's end if that comes
+-- before its ttl, so every unit leased is spent in the window that counted
+-- it. back's unused units come back to the count if its lease was taken in
+-- this window (it expires after this window's start).
+function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, least, ttl, back_units, back_expires, unused)
+  local count, start = fw_at(key, now, aligned, window)
+  local changed = false
+  if back_units > 0 and unused > 0 and count > 0 and back_expires > start and back_expires <= start + window then
+    count = math.max(count - unused, 0)
+    changed = true
+  end
+  local need = math.max(least, 1)
+  local units, expires = 0, 0
+  if want > 0 and count + need <= limit then
+    local take = math.min(want, limit - count)
+    if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
+    count = count + take
+    need, changed = 0, true
+  end
+  if changed then
+    if count == 0 then redis.call('DEL', key) else fw_set(key, count, start, now, slack, window) end
+  end
+  local a, r, t, z = fw_outcome(count, start, need, now, limit, window)
+  return units, expires, a, r, t, z
+end
+
 -- GCRA; the model is ratekeeper's gcra.go.
 -- key holds the theoretical arrival time (µs), an integer string; beyond
 -- now + burst * interval, it holds a debt.
@@ -201,57 +310,98 @@ local function gcra_max_debt(interval)
   return math.min(math.floor(315360000000000 / interval), 1000000000)
 end
 
--- gcra_at returns the theoretical arrival time at now.
-local function gcra_at(key, now)
-  local tat = decode(redis.call('GET', key), 1)
+-- gcra_at returns the theoretical arrival time at now, and the holds
+-- still live at now. Each hold that expired by now, in order, held its
+-- units until it expired: the time is at least its expiry plus what was
+-- held until then.
+local function gcra_at(key, now, interval)
+  local base, holds = split_holds(redis.call('GET', key))
+  local tat = decode(base, 1)
   if not tat or tat < now then tat = now end
+  if not holds then return tat, nil end
+  local held = holds_units(holds)
+  local live = {}
+  for _, h in ipairs(holds) do
+    if h[1] <= now then
+      tat = math.max(tat, h[1] + held * interval)
+      held = held - h[2]
+    else
+      live[#live + 1] = h
+    end
+  end
+  return math.max(tat, now + held * interval), live
+end
+
+-- gcra_reset returns when a key at tat, with the live holds, is full
+-- again if nothing else happens: once each hold expired.
+local function gcra_reset(interval, tat, live)
+  if not live then return tat end
+  local held = holds_units(live)
+  for _, h in ipairs(live) do
+    tat = math.max(tat, h[1] + held * interval)
+    held = held - h[2]
+  end
   return tat
 end
 
 -- gcra_outcome is the answer at tat for a request that would move it to
 -- next_tat; remaining is below zero by a debt.
-local function gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+local function gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
   local tolerance = burst * interval
   local retry_after = 0
   if allowed == 0 then retry_after = next_tat - tolerance - now end
   -- Below zero by a debt, at most gcra_max_debt (or while a clock gone
   -- back keeps tat further ahead).
   local remaining = math.max(math.floor((tolerance - (tat - now)) / interval), -gcra_max_debt(interval))
-  return allowed, remaining * 1000000, retry_after, tat - now
+  return allowed, remaining * 1000000, retry_after, gcra_reset(interval, tat, live) - now
 end
 
 -- gcra_peek is the answer at tat for a peek, a request of cost 1 that
 -- takes nothing: what a charge or a refund reports.
-local function gcra_peek(tat, now, burst, interval)
+local function gcra_peek(tat, now, burst, interval, live)
   local next_tat = tat + interval
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end
-  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  return gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
 end
 
--- gcra_set writes tat, to expire when it is reached.
-local function gcra_set(key, tat, now, slack)
-  redis.call('SET', key, string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + slack)
+-- gcra_keep writes tat and the live holds, to expire when the key is full
+-- again (reset_after from now); a key at or before now without holds is
+-- fresh, and deleted.
+local function gcra_keep(key, now, tat, live, reset_after, slack)
+  if tat <= now and (not live or #live == 0) then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('SET', key, string.format('%d', tat) .. holds_string(live), 'PX', math.ceil(reset_after / 1000) + slack)
+end
+
+-- gcra_back moves tat up to n intervals back, never before now plus what
+-- the live holds hold.
+local function gcra_back(now, tat, n, live, interval)
+  local floor = now + holds_units(live) * interval
+  -- Compared before multiplying: n * interval may pass 2^53.
+  if tat <= floor or n >= math.ceil((tat - floor) / interval) then return floor end
+  return tat - n * interval
 end
 
 function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
   local need = n
   if need == 0 then need = 1 end
-  local tat = gcra_at(key, now)
+  local tat, live = gcra_at(key, now, interval)
   local next_tat = tat + need * interval
   local allowed = 0
   if next_tat - now <= burst * interval then
     allowed = 1
-    if take then
-      tat = next_tat
-      gcra_set(key, tat, now, slack)
-    end
+    if take then tat = next_tat end
   end
-  return gcra_outcome(allowed, tat, next_tat, now, burst, interval)
+  local a, r, t, z = gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+  if allowed == 1 and take then gcra_keep(key, now, tat, live, z, slack) end
+  return a, r, t, z
 end
 
 function charges.gcra(key, n, now, slack, burst, _, interval)
-  local tat = gcra_at(key, now)
+  local tat, live = gcra_at(key, now, interval)
   -- Compared before multiplying: n * interval may pass 2^53.
   local most = now + (burst + gcra_max_debt(interval)) * interval
   local capped = n > math.floor((most - tat) / interval)
@@ -259,19 +409,54 @@ function charges.gcra(key, n, now, slack, burst, _, interval)
   if not capped then next_tat = tat + n * interval end
   local allowed = 0
   if next_tat - now <= burst * interval then allowed = 1 end -- never when capped
-  gcra_set(key, next_tat, now, slack)
-  local _, r, t, z = gcra_peek(next_tat, now, burst, interval)
+  local _, r, t, z = gcra_peek(next_tat, now, burst, interval, live)
+  gcra_keep(key, now, next_tat, live, z, slack)
   if capped then allowed = 2 end
   return allowed, r, t, z
 end
 
 function refunds.gcra(key, n, now, slack, burst, _, interval)
-  local tat = gcra_at(key, now)
-  if tat > now then
-    tat = math.max(tat - n * interval, now)
-    if tat == now then redis.call('DEL', key) else gcra_set(key, tat, now, slack) end
+  local tat, live = gcra_at(key, now, interval)
+  local changed = tat > now + holds_units(live) * interval
+  if changed then tat = gcra_back(now, tat, n, live, interval) end
+  local a, r, t, z = gcra_peek(tat, now, burst, interval, live)
+  if changed then gcra_keep(key, now, tat, live, z, slack) end
+  return a, r, t, z
+end
+
+-- A lease step (driver.Leaser): back's unused units come back as a
+-- refund's do, and its hold goes; then a lease of up to want takes what
+-- fits, and holds all of it but least, which its request spends at once,
+-- until now + ttl. Returns the lease's units and expiry, then the four
+-- integers of a take of least.
+function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, back_units, back_expires, unused)
+  local tolerance = burst * interval
+  local tat, live = gcra_at(key, now, interval)
+  local changed = false
+  local rest, found = holds_without(live, back_expires, back_units)
+  if found and back_units > 0 then
+    live = rest
+    tat = gcra_back(now, tat, unused, live, interval)
+    changed = true
   end
-  return gcra_peek(tat, now, burst, interval)
+  local need = math.max(least, 1)
+  local next_tat = tat + need * interval
+  local allowed = 0
+  if next_tat - now <= tolerance then allowed = 1 end
+  local units, expires = 0, 0
+  if allowed == 1 and want > 0 then
+    local take = least
+    if not holds_full(live) then take = math.min(want, math.floor((now + tolerance - tat) / interval)) end
+    tat = tat + take * interval
+    if take > least then
+      units, expires = take - least, now + ttl
+      live = holds_with(live, expires, units)
+    end
+    next_tat, changed = tat, true
+  end
+  local a, r, t, z = gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+  if changed then gcra_keep(key, now, tat, live, z, slack) end
+  return units, expires, a, r, t, z
 end
 
 -- Leaky bucket (policing); the model is ratekeeper's leakybucket.go.
@@ -479,7 +664,10 @@ local function swc_outcome(allowed, start, prev, curr, weighted, need, now, limi
   elseif prev > 0 then
     reset_after = start + window - now
   end
-  return allowed, (limit - curr - weighted) * 1000000, retry_after, reset_after
+  -- Below zero by a debt (or while a clock gone back weighs prev more, at
+  -- most -MaxLimit, as a debt).
+  local remaining = math.max(limit - curr - weighted, -1000000000)
+  return allowed, remaining * 1000000, retry_after, reset_after
 end
 
 -- swc_fits reports (1 or 0) whether a request of cost need fits.
@@ -506,15 +694,15 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
   return a, r, t, z
 end
 
--- The largest debt: MaxLimit (10^9) requests beyond the limit, so that
--- every count stays below 2^31, as muldiv needs; repaid within two
--- windows.
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, counted
+-- by the estimate (curr + weighted), so that every count stays below
+-- 2^31, as muldiv needs; repaid within two windows.
 function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
   local capped
-  curr, capped = charge_count(curr, n, limit)
+  curr, capped = charge_count(curr, n, limit - weighted)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end

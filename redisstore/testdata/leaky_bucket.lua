@@ -26,6 +26,11 @@
 -- 0: charges.<name> takes n whether or not it fits, and may leave the key
 -- in debt; refunds.<name> gives up to n back (see driver.Mode).
 --
+-- An algorithm that takes leases has a fourth, leases.<name>(key, now,
+-- slack, capacity, rate, interval, cost, want, least, ttl, back_units,
+-- back_expires, unused), the lease step of driver.Leaser, which returns
+-- the lease taken (units, expires) before the four integers.
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
 -- allowed without take, they describe the state as it is. A charge
@@ -34,7 +39,7 @@
 -- debt and retry after for a cost of 1; a refund answers as a peek after
 -- it. The script ends with one of single.lua, batch.lua and all.lua,
 -- which read ARGV and call the functions through run.
-local algorithms, charges, refunds = {}, {}, {}
+local algorithms, charges, refunds, leases = {}, {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
 -- 2^53; nil for anything else, which then counts as a fresh key. With

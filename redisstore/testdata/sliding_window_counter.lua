@@ -26,6 +26,11 @@
 -- 0: charges.<name> takes n whether or not it fits, and may leave the key
 -- in debt; refunds.<name> gives up to n back (see driver.Mode).
 --
+-- An algorithm that takes leases has a fourth, leases.<name>(key, now,
+-- slack, capacity, rate, interval, cost, want, least, ttl, back_units,
+-- back_expires, unused), the lease step of driver.Leaser, which returns
+-- the lease taken (units, expires) before the four integers.
+--
 -- It returns allowed (1 or 0), remaining in millionths, retry after (µs)
 -- and reset after (µs), all integers, so Redis truncates nothing; when
 -- allowed without take, they describe the state as it is. A charge
@@ -34,7 +39,7 @@
 -- debt and retry after for a cost of 1; a refund answers as a peek after
 -- it. The script ends with one of single.lua, batch.lua and all.lua,
 -- which read ARGV and call the functions through run.
-local algorithms, charges, refunds = {}, {}, {}
+local algorithms, charges, refunds, leases = {}, {}, {}, {}
 
 -- decode reads the k (1 to 3) integers of a stored "x:y:z", each below
 -- 2^53; nil for anything else, which then counts as a fresh key. With
@@ -179,7 +184,10 @@ local function swc_outcome(allowed, start, prev, curr, weighted, need, now, limi
   elseif prev > 0 then
     reset_after = start + window - now
   end
-  return allowed, (limit - curr - weighted) * 1000000, retry_after, reset_after
+  -- Below zero by a debt (or while a clock gone back weighs prev more, at
+  -- most -MaxLimit, as a debt).
+  local remaining = math.max(limit - curr - weighted, -1000000000)
+  return allowed, remaining * 1000000, retry_after, reset_after
 end
 
 -- swc_fits reports (1 or 0) whether a request of cost need fits.
@@ -206,15 +214,15 @@ function algorithms.sliding_window_counter(key, take, n, now, slack, limit, _, w
   return a, r, t, z
 end
 
--- The largest debt: MaxLimit (10^9) requests beyond the limit, so that
--- every count stays below 2^31, as muldiv needs; repaid within two
--- windows.
+-- The largest debt: MaxLimit (10^9) requests beyond the limit, counted
+-- by the estimate (curr + weighted), so that every count stays below
+-- 2^31, as muldiv needs; repaid within two windows.
 function charges.sliding_window_counter(key, n, now, slack, limit, _, window)
   local start, prev, curr = swc_at(key, now, window)
   local weighted = swc_weight(prev, now, start, window)
   local allowed = swc_fits(curr, weighted, n, limit)
   local capped
-  curr, capped = charge_count(curr, n, limit)
+  curr, capped = charge_count(curr, n, limit - weighted)
   local _, r, t, z = swc_outcome(swc_fits(curr, weighted, 1, limit), start, prev, curr, weighted, 1, now, limit, window)
   swc_set(key, start, prev, curr, z, slack)
   if capped then allowed = 2 end

@@ -1,0 +1,15 @@
+-- A lease step under the one algorithm this script holds (driver.Leaser).
+-- KEYS[1]   its key
+-- ARGV[1]   now in microseconds, or "" to read the server's clock
+-- ARGV[2]   milliseconds added to every expiry
+-- ARGV[3…6] capacity, rate, interval, cost
+-- ARGV[7…9] the new lease: want, least (the request's own cost), ttl (µs)
+-- ARGV[10…12] the lease given back: its units, its expiry, and how many
+--           of them were not spent
+-- Returns the new lease's units and expiry (0 and 0 for none), then the
+-- four integers of a take of least.
+local name = next(leases)
+local now, err = clock(ARGV[1])
+if not now then return err end
+return {leases[name](KEYS[1], now, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0,
+  ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0, ARGV[10] + 0, ARGV[11] + 0, ARGV[12] + 0)}
