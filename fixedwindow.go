@@ -196,4 +196,3 @@ func fixedWindowOutcome(p driver.Params, now, count, start, need int64) outcome 
 	}
 	return o
 }
-
