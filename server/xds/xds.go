@@ -22,15 +22,19 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -247,9 +251,11 @@ func (c *Client) handle(ctx context.Context, st adsStream, resp *discoveryv3.Dis
 }
 
 // nack refuses a push, keeping the version applied before it. A push
-// refused already is reported once, and refused again after repeatDelay.
+// refused already, its resources in any order, is reported once, and
+// refused again after repeatDelay.
 func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.DiscoveryResponse, err error) error {
 	digest := digest(resp.GetResources())
+	msg := nackMessage(err)
 	if resp.GetVersionInfo() == c.rejectedVersion && digest == c.rejectedDigest {
 		t := time.NewTimer(repeatDelay)
 		select {
@@ -260,10 +266,8 @@ func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.Disco
 		}
 	} else {
 		c.rejectedVersion, c.rejectedDigest = resp.GetVersionInfo(), digest
-		for _, e := range config.Errors(err) {
-			c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
-				"version", resp.GetVersionInfo(), "err", e)
-		}
+		c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
+			"version", resp.GetVersionInfo(), "errors", len(config.Errors(err)), "err", msg)
 		if c.opts.Rejected != nil {
 			c.opts.Rejected(err)
 		}
@@ -272,8 +276,49 @@ func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.Disco
 		TypeUrl:       TypeURL,
 		VersionInfo:   c.Version(),
 		ResponseNonce: resp.GetNonce(),
-		ErrorDetail:   &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()},
+		ErrorDetail:   &status.Status{Code: int32(codes.InvalidArgument), Message: msg},
 	})
+}
+
+// A NACK's message names the first nackErrors errors, each cut to
+// nackErrorLen bytes, and counts the rest, so that it stays far below a
+// management server's message limit (gRPC's 4 MiB by default) however
+// many errors a push has: a NACK the server cannot read resets the stream,
+// and the push comes again.
+const (
+	nackErrors   = 20
+	nackErrorLen = 512
+)
+
+// nackMessage is the message of a NACK for err: its first errors, one a
+// line, and how many more there are.
+func nackMessage(err error) string {
+	errs := config.Errors(err)
+	var b strings.Builder
+	for i, e := range errs {
+		if i == nackErrors {
+			fmt.Fprintf(&b, "\n... and %d more errors", len(errs)-nackErrors)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(cut(e.Error(), nackErrorLen))
+	}
+	return b.String()
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "..."
+	i := n - len(more)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + more
 }
 
 // adsStream is the client's end of an ADS stream.
@@ -291,12 +336,20 @@ func decode(resources []*anypb.Any) (*config.Config, error) {
 	return config.FromXDS(confs)
 }
 
-// digest identifies a push's resources.
+// digest identifies a push's resources, whatever their order: a snapshot
+// cache sends the same resources in an order of its choosing each time.
 func digest(resources []*anypb.Any) [32]byte {
-	h := sha256.New()
-	for _, r := range resources {
+	sums := make([][32]byte, len(resources))
+	for i, r := range resources {
+		h := sha256.New()
 		fmt.Fprintf(h, "%d:%s%d:", len(r.GetTypeUrl()), r.GetTypeUrl(), len(r.GetValue()))
 		h.Write(r.GetValue())
+		h.Sum(sums[i][:0])
+	}
+	slices.SortFunc(sums, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s[:])
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
