@@ -44,6 +44,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -83,6 +84,22 @@ type Options struct {
 	// Backoff paces the attempts to open a stream again; the zero value
 	// is DefaultBackoff.
 	Backoff Backoff
+	// KeepaliveTime is how long the connection reads nothing before the
+	// client sends it a gRPC keepalive ping; 0 means DefaultKeepaliveTime.
+	// The server must allow pings that often (grpc-go's servers allow one
+	// every 5 minutes unless told otherwise), or it closes the connection.
+	KeepaliveTime time.Duration
+	// KeepaliveTimeout is how long a ping may go unanswered before the
+	// connection is closed; 0 means DefaultKeepaliveTimeout.
+	KeepaliveTimeout time.Duration
+	// StallTimeout is how long the connection may read nothing, although
+	// probed, before the stream is taken to be frozen, closed, and opened
+	// again after Backoff; 0 means DefaultStallTimeout, and a negative
+	// value turns the check off. A stream idle because nothing changed is
+	// not frozen: the client probes the connection from StallTimeout/3
+	// without a read, with a gRPC health check whose answer, whatever it
+	// is, shows the connection still carries data.
+	StallTimeout time.Duration
 	// Apply makes a pushed configuration the service's, and logs its
 	// Warnings if it will. An error refuses the push.
 	Apply func(*config.Config) error
@@ -119,6 +136,18 @@ func New(opts Options) (*Client, error) {
 	}
 	if err := opts.Backoff.check(); err != nil {
 		return nil, err
+	}
+	if opts.KeepaliveTime < 0 || opts.KeepaliveTimeout < 0 {
+		return nil, errors.New("xds: a keepalive interval is negative")
+	}
+	if opts.KeepaliveTime == 0 {
+		opts.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Backoff == (Backoff{}) {
 		opts.Backoff = DefaultBackoff()
@@ -187,7 +216,12 @@ func (c *Client) stream(ctx context.Context) (healthy bool, err error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	act := &activity{}
+	act.touch()
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(watchedCreds{TransportCredentials: creds, act: act}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.opts.KeepaliveTime, Timeout: c.opts.KeepaliveTimeout}),
+	}
 	if c.opts.MaxRecvMsgSize > 0 {
 		dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.opts.MaxRecvMsgSize)))
 	}
@@ -198,6 +232,20 @@ func (c *Client) stream(ctx context.Context) (healthy bool, err error) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, metadata.New(c.opts.Headers)))
 	defer cancel()
+	var frozen atomic.Bool
+	if c.opts.StallTimeout > 0 {
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			watch(ctx, conn, act, c.opts.StallTimeout, func() { frozen.Store(true); cancel() })
+		}()
+	}
+	defer func() {
+		if frozen.Load() {
+			err = fmt.Errorf("the connection read nothing for %v although probed: taken to be frozen", c.opts.StallTimeout)
+		}
+	}()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		return false, err

@@ -44,12 +44,16 @@ func domain(name, key string, rpu uint32) *rlsconfv3.RateLimitConfig {
 // harness is a service configured over xDS, with mTLS.
 type harness struct {
 	srv      *xdstest.Server
+	proxy    *xdstest.Proxy // between the client and srv, if asked for
 	svc      *server.Service
 	client   *xds.Client
 	rejected atomic.Int64
 }
 
-func start(t *testing.T, opts xds.Options) *harness {
+func start(t *testing.T, opts xds.Options) *harness { return startVia(t, opts, false) }
+
+// startVia is start, through an xdstest.Proxy if proxied.
+func startVia(t *testing.T, opts xds.Options, proxied bool) *harness {
 	t.Helper()
 	pki := xdstest.NewPKI(t)
 	h := &harness{srv: xdstest.Start(t, pki.ServerTLS(t)), svc: server.New(memstore.New(), server.Options{})}
@@ -58,6 +62,10 @@ func start(t *testing.T, opts xds.Options) *harness {
 		t.Fatal(err)
 	}
 	opts.Server, opts.NodeID, opts.TLS = h.srv.Addr, node, tlsFn
+	if proxied {
+		h.proxy = xdstest.NewProxy(t, h.srv.Addr)
+		opts.Server = h.proxy.Addr
+	}
 	if opts.Backoff == (xds.Backoff{}) {
 		opts.Backoff = fastBackoff
 	}
@@ -507,4 +515,64 @@ func TestRepeatedPushAnyOrder(t *testing.T) {
 		t.Fatalf("the server sent the resources in one order only (%v): the test proves nothing", orders)
 	}
 	t.Logf("%d pushes in %d orders", len(h.srv.Orders()), len(orders))
+}
+
+// TestFrozenStream checks that a stream whose connection stops moving
+// data, while it stays open, is noticed and opened again, so that a push
+// waiting on the server is applied; and that a stream idle because
+// nothing changed is kept.
+func TestFrozenStream(t *testing.T) {
+	const stall = time.Second
+	h := startVia(t, xds.Options{StallTimeout: stall}, true)
+	h.srv.Set(node, "1", domain("basic", "key1", 3))
+	h.waitVersion(t, "1")
+
+	// Idle for several stall timeouts: the probes' answers keep the
+	// stream.
+	time.Sleep(4 * stall)
+	if n := h.proxy.Conns(); n != 1 {
+		t.Fatalf("%d connections after %v idle, want the first kept", n, 4*stall)
+	}
+
+	h.proxy.Freeze()
+	h.srv.Set(node, "2", domain("basic", "key1", 5))
+	// The bound: the stall timeout and a tenth of it, the backoff, and
+	// time to spare.
+	const bound = 3 * stall
+	start := time.Now()
+	for h.client.Version() != "2" {
+		if time.Since(start) > bound {
+			t.Fatalf("version 2 not applied within %v of the stream freezing (at %q; %d connections)", bound, h.client.Version(), h.proxy.Conns())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("a frozen stream opened again and its push applied after %v (stall timeout %v)", time.Since(start).Round(time.Millisecond), stall)
+	if n := h.proxy.Conns(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	if _, rpu := h.decide(t, "basic", "key1"); rpu != 5 {
+		t.Errorf("limit %d, want version 2's 5", rpu)
+	}
+}
+
+// TestKeepaliveFrozen checks that gRPC keepalive alone, the stall check
+// off, notices a frozen stream: its ping goes unanswered. grpc-go pings
+// no more often than every 10 s, so this test takes that long.
+func TestKeepaliveFrozen(t *testing.T) {
+	t.Parallel()
+	const keepalive, timeout = 10 * time.Second, time.Second
+	h := startVia(t, xds.Options{StallTimeout: -1, KeepaliveTime: keepalive, KeepaliveTimeout: timeout}, true)
+	h.srv.Set(node, "1", domain("basic", "key1", 3))
+	h.waitVersion(t, "1")
+	h.proxy.Freeze()
+	h.srv.Set(node, "2", domain("basic", "key1", 5))
+	const bound = keepalive + timeout + 3*time.Second
+	start := time.Now()
+	for h.client.Version() != "2" {
+		if time.Since(start) > bound {
+			t.Fatalf("version 2 not applied within %v of the stream freezing (at %q; %d connections)", bound, h.client.Version(), h.proxy.Conns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("keepalive noticed a frozen stream, and its push was applied, after %v", time.Since(start).Round(time.Millisecond))
 }

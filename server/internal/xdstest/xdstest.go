@@ -38,7 +38,7 @@ type Server struct {
 	grpc   *grpc.Server
 	cancel context.CancelFunc
 	reqs   []*discoveryv3.DiscoveryRequest
-	orders [][]string // of the resources of each response sent, by name
+	orders [][]string    // of the resources of each response sent, by name
 	notify chan struct{} // closed and replaced at each request
 }
 
