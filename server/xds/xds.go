@@ -10,7 +10,10 @@
 // with the error, reported to Options.Rejected, and the configuration
 // applied before it keeps serving. A stream that is lost is opened again
 // after a backoff (Backoff, envoy's XDS_CLIENT_BACKOFF_*), the last
-// configuration serving meanwhile.
+// configuration serving meanwhile. A stream whose connection stops moving
+// data while it stays open counts as lost: gRPC keepalive pings it
+// (KeepaliveTime), and a connection that reads nothing for StallTimeout,
+// although probed, is closed.
 //
 //	c, err := xds.New(xds.Options{
 //		Server: "envoy-gateway:18001",
