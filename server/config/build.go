@@ -15,20 +15,33 @@ import (
 // build validates the files and builds their Config, or returns every
 // problem found.
 func build(files []file) (*Config, error) {
+	docs := make([]*parsed, len(files))
+	for i, f := range files {
+		docs[i] = parseFile(f)
+	}
+	return assemble(docs)
+}
+
+// assemble builds the Config of documents read, each one domain, or
+// returns every problem found.
+func assemble(docs []*parsed) (*Config, error) {
 	c := &Config{domains: map[string]*node{}}
 	var errs []error
 	first := map[string]string{} // domain -> where it was defined
-	for _, f := range files {
-		c.files = append(c.files, f.name)
-		p := parseFile(f)
+	for _, p := range docs {
+		c.files = append(c.files, p.name)
 		errs = append(errs, p.errs...)
 		c.warnings = append(c.warnings, p.warnings...)
 		if p.domain == "" {
 			continue
 		}
-		where := fmt.Sprintf("%s:%d", f.name, line(p.domainNode))
+		// A pushed resource has no lines.
+		where := p.name
+		if l := line(p.domainNode); l > 0 {
+			where = fmt.Sprintf("%s:%d", p.name, l)
+		}
 		if prev, dup := first[p.domain]; dup {
-			errs = append(errs, &Error{File: f.name, Line: line(p.domainNode), Field: "domain",
+			errs = append(errs, &Error{File: p.name, Line: line(p.domainNode), Field: "domain",
 				Msg: fmt.Sprintf("duplicate domain '%s' in config file (first defined at %s)", p.domain, prev)})
 			continue
 		}
@@ -46,6 +59,7 @@ func build(files []file) (*Config, error) {
 
 // parsed is one file, read.
 type parsed struct {
+	name       string
 	domain     string
 	domainNode *yaml.Node
 	root       *node
@@ -57,8 +71,7 @@ type parsed struct {
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseFile reads and validates one file.
-func parseFile(f file) parsed {
-	w := &walker{file: f.name}
+func parseFile(f file) *parsed {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(f.data, &doc); err != nil {
 		e := &Error{File: f.name, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -66,12 +79,19 @@ func parseFile(f file) parsed {
 			e.Line, _ = strconv.Atoi(m[1])
 			e.Msg = "invalid YAML: " + m[2]
 		}
-		return parsed{errs: []error{e}}
+		return &parsed{name: f.name, errs: []error{e}}
 	}
-	w.budget = countNodes(&doc) + maxExpanded
+	return parseDocument(f.name, &doc)
+}
+
+// parseDocument validates the document of the file named name: its
+// nodes, as parsed from the file's YAML, or built from a pushed resource.
+func parseDocument(name string, doc *yaml.Node) *parsed {
+	w := &walker{file: name}
+	w.budget = countNodes(doc) + maxExpanded
 	b := &builder{walker: w}
-	root := b.document(&doc)
-	return parsed{domain: b.domain, domainNode: b.domainNode, root: root, errs: w.errs, warnings: w.warnings}
+	root := b.document(doc)
+	return &parsed{name: name, domain: b.domain, domainNode: b.domainNode, root: root, errs: w.errs, warnings: w.warnings}
 }
 
 // builder builds a file's descriptor tree and rules.

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -19,49 +17,35 @@ import (
 // Field is the path of the field at fault, such as
 // descriptors[1].rate_limit.unit; Line is 0.
 //
+// The resources are not written as YAML text: each is turned into the
+// nodes its file would parse to, and those are read by the same code as a
+// file's, so a push costs about the memory of the file it stands for.
+//
 // A RateLimitConfig carries envoy's fields only: the extensions of the
 // YAML (algorithm, burst, period, rate_limits) cannot be pushed. No
 // resource at all is a valid, empty configuration.
 func FromXDS(resources []*rlsconfv3.RateLimitConfig) (*Config, error) {
-	files := make([]file, 0, len(resources))
-	var errs []error
+	docs := make([]*parsed, len(resources))
 	for i, res := range resources {
 		name := resourceName(res.GetName())
 		if res == nil {
-			errs = append(errs, &Error{File: name, Msg: fmt.Sprintf("resource %d is empty", i)})
+			docs[i] = &parsed{name: name, errs: []error{&Error{File: name, Msg: fmt.Sprintf("resource %d is empty", i)}}}
 			continue
 		}
-		data, err := yaml.Marshal(xdsDocument(res))
-		if err != nil {
-			errs = append(errs, &Error{File: name, Msg: err.Error()})
-			continue
-		}
-		files = append(files, file{name: name, data: data})
+		doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{xdsDocument(res)}}
+		docs[i] = parseDocument(name, doc)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	c, err := build(files)
-	if err != nil {
-		return nil, withoutLines(err)
-	}
-	for i := range c.warnings {
-		c.warnings[i] = withoutLines(c.warnings[i])
-	}
-	for _, root := range c.domains {
-		forgetLines(root)
-	}
-	return c, nil
+	return assemble(docs)
 }
 
 // resourceName is how errors name a resource: as Error.File.
 func resourceName(name string) string { return "RateLimitConfig " + strconv.Quote(name) }
 
-// xdsDocument is resource as the YAML document envoyproxy/ratelimit turns
-// it into (its ConfigXdsProtoToYaml). Fields at their proto default are
-// left out where envoy's loader treats an absent key and a zero value
-// alike, so that they raise no warning; strings are quoted so that YAML
-// 1.1 reads them as strings whatever they hold.
+// xdsDocument is resource as the nodes of the YAML document
+// envoyproxy/ratelimit turns it into (its ConfigXdsProtoToYaml). Fields at
+// their proto default are left out where envoy's loader treats an absent
+// key and a zero value alike, so that they raise no warning; strings are
+// quoted, so that they are read as strings whatever they hold.
 func xdsDocument(res *rlsconfv3.RateLimitConfig) *yaml.Node {
 	root := mapping()
 	addStr(root, "domain", res.GetDomain())
@@ -139,37 +123,4 @@ func addStr(m *yaml.Node, key, value string) {
 
 func boolean(b bool) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
-}
-
-// withoutLines drops the lines from err's *Errors: they are lines of the
-// document a resource was written into, which mean nothing to whoever
-// pushed it.
-func withoutLines(err error) error {
-	var out []error
-	for _, e := range Errors(err) {
-		var ce *Error
-		if errors.As(e, &ce) {
-			c := *ce
-			c.Line = 0
-			// "first defined at RateLimitConfig "name":1": a domain is on
-			// the first line of its document.
-			c.Msg = strings.ReplaceAll(c.Msg, `":1)`, `")`)
-			e = &c
-		}
-		out = append(out, e)
-	}
-	if len(out) == 1 {
-		return out[0]
-	}
-	return errors.Join(out...)
-}
-
-// forgetLines clears the lines of the rules under n, for the same reason.
-func forgetLines(n *node) {
-	if n.rule != nil {
-		n.rule.Line = 0
-	}
-	for _, c := range n.children {
-		forgetLines(c)
-	}
 }

@@ -10,7 +10,10 @@
 // with the error, reported to Options.Rejected, and the configuration
 // applied before it keeps serving. A stream that is lost is opened again
 // after a backoff (Backoff, envoy's XDS_CLIENT_BACKOFF_*), the last
-// configuration serving meanwhile.
+// configuration serving meanwhile. A stream whose connection stops moving
+// data while it stays open counts as lost: gRPC keepalive pings it
+// (KeepaliveTime), and a connection that reads nothing for StallTimeout,
+// although probed, is closed.
 //
 //	c, err := xds.New(xds.Options{
 //		Server: "envoy-gateway:18001",
@@ -22,15 +25,19 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -40,6 +47,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -79,6 +87,22 @@ type Options struct {
 	// Backoff paces the attempts to open a stream again; the zero value
 	// is DefaultBackoff.
 	Backoff Backoff
+	// KeepaliveTime is how long the connection reads nothing before the
+	// client sends it a gRPC keepalive ping; 0 means DefaultKeepaliveTime.
+	// The server must allow pings that often (grpc-go's servers allow one
+	// every 5 minutes unless told otherwise), or it closes the connection.
+	KeepaliveTime time.Duration
+	// KeepaliveTimeout is how long a ping may go unanswered before the
+	// connection is closed; 0 means DefaultKeepaliveTimeout.
+	KeepaliveTimeout time.Duration
+	// StallTimeout is how long the connection may read nothing, although
+	// probed, before the stream is taken to be frozen, closed, and opened
+	// again after Backoff; 0 means DefaultStallTimeout, and a negative
+	// value turns the check off. A stream idle because nothing changed is
+	// not frozen: the client probes the connection from StallTimeout/3
+	// without a read, with a gRPC health check whose answer, whatever it
+	// is, shows the connection still carries data.
+	StallTimeout time.Duration
 	// Apply makes a pushed configuration the service's, and logs its
 	// Warnings if it will. An error refuses the push.
 	Apply func(*config.Config) error
@@ -115,6 +139,18 @@ func New(opts Options) (*Client, error) {
 	}
 	if err := opts.Backoff.check(); err != nil {
 		return nil, err
+	}
+	if opts.KeepaliveTime < 0 || opts.KeepaliveTimeout < 0 {
+		return nil, errors.New("xds: a keepalive interval is negative")
+	}
+	if opts.KeepaliveTime == 0 {
+		opts.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Backoff == (Backoff{}) {
 		opts.Backoff = DefaultBackoff()
@@ -183,7 +219,12 @@ func (c *Client) stream(ctx context.Context) (healthy bool, err error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	act := &activity{}
+	act.touch()
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(watchedCreds{TransportCredentials: creds, act: act}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.opts.KeepaliveTime, Timeout: c.opts.KeepaliveTimeout}),
+	}
 	if c.opts.MaxRecvMsgSize > 0 {
 		dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.opts.MaxRecvMsgSize)))
 	}
@@ -194,6 +235,20 @@ func (c *Client) stream(ctx context.Context) (healthy bool, err error) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, metadata.New(c.opts.Headers)))
 	defer cancel()
+	var frozen atomic.Bool
+	if c.opts.StallTimeout > 0 {
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			watch(ctx, conn, act, c.opts.StallTimeout, func() { frozen.Store(true); cancel() })
+		}()
+	}
+	defer func() {
+		if frozen.Load() {
+			err = fmt.Errorf("the connection read nothing for %v although probed: taken to be frozen", c.opts.StallTimeout)
+		}
+	}()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		return false, err
@@ -247,9 +302,11 @@ func (c *Client) handle(ctx context.Context, st adsStream, resp *discoveryv3.Dis
 }
 
 // nack refuses a push, keeping the version applied before it. A push
-// refused already is reported once, and refused again after repeatDelay.
+// refused already, its resources in any order, is reported once, and
+// refused again after repeatDelay.
 func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.DiscoveryResponse, err error) error {
 	digest := digest(resp.GetResources())
+	msg := nackMessage(err)
 	if resp.GetVersionInfo() == c.rejectedVersion && digest == c.rejectedDigest {
 		t := time.NewTimer(repeatDelay)
 		select {
@@ -260,10 +317,8 @@ func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.Disco
 		}
 	} else {
 		c.rejectedVersion, c.rejectedDigest = resp.GetVersionInfo(), digest
-		for _, e := range config.Errors(err) {
-			c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
-				"version", resp.GetVersionInfo(), "err", e)
-		}
+		c.opts.Logger.Error("xDS configuration refused; the previous one keeps serving",
+			"version", resp.GetVersionInfo(), "errors", len(config.Errors(err)), "err", msg)
 		if c.opts.Rejected != nil {
 			c.opts.Rejected(err)
 		}
@@ -272,8 +327,49 @@ func (c *Client) nack(ctx context.Context, st adsStream, resp *discoveryv3.Disco
 		TypeUrl:       TypeURL,
 		VersionInfo:   c.Version(),
 		ResponseNonce: resp.GetNonce(),
-		ErrorDetail:   &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()},
+		ErrorDetail:   &status.Status{Code: int32(codes.InvalidArgument), Message: msg},
 	})
+}
+
+// A NACK's message names the first nackErrors errors, each cut to
+// nackErrorLen bytes, and counts the rest, so that it stays far below a
+// management server's message limit (gRPC's 4 MiB by default) however
+// many errors a push has: a NACK the server cannot read resets the stream,
+// and the push comes again.
+const (
+	nackErrors   = 20
+	nackErrorLen = 512
+)
+
+// nackMessage is the message of a NACK for err: its first errors, one a
+// line, and how many more there are.
+func nackMessage(err error) string {
+	errs := config.Errors(err)
+	var b strings.Builder
+	for i, e := range errs {
+		if i == nackErrors {
+			fmt.Fprintf(&b, "\n... and %d more errors", len(errs)-nackErrors)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(cut(e.Error(), nackErrorLen))
+	}
+	return b.String()
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "..."
+	i := n - len(more)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + more
 }
 
 // adsStream is the client's end of an ADS stream.
@@ -291,12 +387,20 @@ func decode(resources []*anypb.Any) (*config.Config, error) {
 	return config.FromXDS(confs)
 }
 
-// digest identifies a push's resources.
+// digest identifies a push's resources, whatever their order: a snapshot
+// cache sends the same resources in an order of its choosing each time.
 func digest(resources []*anypb.Any) [32]byte {
-	h := sha256.New()
-	for _, r := range resources {
+	sums := make([][32]byte, len(resources))
+	for i, r := range resources {
+		h := sha256.New()
 		fmt.Fprintf(h, "%d:%s%d:", len(r.GetTypeUrl()), r.GetTypeUrl(), len(r.GetValue()))
 		h.Write(r.GetValue())
+		h.Sum(sums[i][:0])
+	}
+	slices.SortFunc(sums, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s[:])
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,12 +44,16 @@ func domain(name, key string, rpu uint32) *rlsconfv3.RateLimitConfig {
 // harness is a service configured over xDS, with mTLS.
 type harness struct {
 	srv      *xdstest.Server
+	proxy    *xdstest.Proxy // between the client and srv, if asked for
 	svc      *server.Service
 	client   *xds.Client
 	rejected atomic.Int64
 }
 
-func start(t *testing.T, opts xds.Options) *harness {
+func start(t *testing.T, opts xds.Options) *harness { return startVia(t, opts, false) }
+
+// startVia is start, through an xdstest.Proxy if proxied.
+func startVia(t *testing.T, opts xds.Options, proxied bool) *harness {
 	t.Helper()
 	pki := xdstest.NewPKI(t)
 	h := &harness{srv: xdstest.Start(t, pki.ServerTLS(t)), svc: server.New(memstore.New(), server.Options{})}
@@ -57,12 +62,18 @@ func start(t *testing.T, opts xds.Options) *harness {
 		t.Fatal(err)
 	}
 	opts.Server, opts.NodeID, opts.TLS = h.srv.Addr, node, tlsFn
+	if proxied {
+		h.proxy = xdstest.NewProxy(t, h.srv.Addr)
+		opts.Server = h.proxy.Addr
+	}
 	if opts.Backoff == (xds.Backoff{}) {
 		opts.Backoff = fastBackoff
 	}
 	opts.Apply = h.svc.SetConfig
 	opts.Rejected = func(error) { h.rejected.Add(1) }
-	opts.Logger = testLogger(t)
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	c, err := xds.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -383,4 +394,185 @@ func TestTLSFilesReread(t *testing.T) {
 	if bytes.Equal(first, leaf()) {
 		t.Error("the rotated certificate is not read")
 	}
+}
+
+// records counts the log records at each level, and keeps the messages.
+type records struct {
+	mu   sync.Mutex
+	msgs map[slog.Level][]string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.msgs == nil {
+		r.msgs = map[slog.Level][]string{}
+	}
+	r.msgs[rec.Level] = append(r.msgs[rec.Level], rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) at(l slog.Level) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs[l])
+}
+
+// countNACKs counts the NACKs the server received.
+func countNACKs(srv *xdstest.Server) int {
+	n := 0
+	for _, r := range srv.Requests() {
+		if xdstest.IsNACK(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNACKBounded checks that a push of tens of thousands of errors is
+// NACKed with a message that names the first and counts the rest, far
+// below a management server's 4 MiB, and is logged in one line.
+func TestNACKBounded(t *testing.T) {
+	logs := &records{}
+	h := start(t, xds.Options{Logger: slog.New(logs)})
+	h.srv.Set(node, "1", domain("basic", "key1", 3))
+	h.waitVersion(t, "1")
+	const n = 30_000
+	bad := &rlsconfv3.RateLimitConfig{Name: "big", Domain: "big"}
+	for i := range n {
+		bad.Descriptors = append(bad.Descriptors, &rlsconfv3.RateLimitDescriptor{Key: "k" + strconv.Itoa(i),
+			RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 1}}) // no unit: an error each
+	}
+	// An error that quotes a key far longer than a line.
+	long := strings.Repeat("k", 100_000)
+	bad.Descriptors[1].Key, bad.Descriptors[2].Key = long, long
+	h.srv.Set(node, "2", bad)
+	nack := h.srv.WaitRequest(wait, xdstest.IsNACK)
+	if nack == nil {
+		t.Fatal("no NACK")
+	}
+	msg := nack.GetErrorDetail().GetMessage()
+	if len(msg) > 16<<10 {
+		t.Errorf("NACK message of %d bytes, want at most 16 KiB", len(msg))
+	}
+	lines := strings.Split(msg, "\n")
+	if first := `RateLimitConfig "big": descriptors[0].rate_limit.unit: invalid rate limit unit 'UNKNOWN'`; !strings.HasPrefix(lines[0], first) {
+		t.Errorf("NACK's first line %.200q, want %q", lines[0], first)
+	}
+	if len(lines) != 21 || !strings.HasSuffix(msg, "... and 29981 more errors") {
+		t.Errorf("NACK of %d lines, ending %q; want 20 errors and a count of the other 29,981", len(lines), msg[max(0, len(msg)-100):])
+	}
+	for i, l := range lines[:min(len(lines), 20)] {
+		if len(l) > 1000 {
+			t.Errorf("NACK line %d: %d bytes, want it cut", i, len(l))
+		}
+	}
+	if !strings.Contains(msg, "duplicate descriptor composite key 'big.kkkk") {
+		t.Errorf("NACK without the duplicate key's error:\n%.2000s", msg)
+	}
+	if refused := logs.at(slog.LevelError); len(refused) != 1 {
+		t.Errorf("%d error lines logged, want 1", len(refused))
+	}
+	if _, rpu := h.decide(t, "basic", "key1"); rpu != 3 {
+		t.Errorf("after the NACK: limit %d, want version 1's 3", rpu)
+	}
+	if n := h.rejected.Load(); n != 1 {
+		t.Errorf("rejected reported %d times, want 1", n)
+	}
+}
+
+// TestRepeatedPushAnyOrder checks that an invalid push of several
+// resources, which go-control-plane's cache sends again in an order of
+// its own each time, is counted once and NACKed again about once a
+// second, not at once.
+func TestRepeatedPushAnyOrder(t *testing.T) {
+	h := start(t, xds.Options{})
+	var confs []*rlsconfv3.RateLimitConfig
+	for i := range 6 {
+		c := domain("d"+strconv.Itoa(i), "key", 1)
+		c.Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
+		confs = append(confs, c)
+	}
+	h.srv.Set(node, "1", confs...)
+	if h.srv.WaitRequest(wait, xdstest.IsNACK) == nil {
+		t.Fatal("no NACK")
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if nacks := countNACKs(h.srv); nacks < 3 || nacks > 6 {
+		t.Errorf("%d NACKs in 3.5 s, want the repeated push refused about once a second", nacks)
+	}
+	if n := h.rejected.Load(); n != 1 {
+		t.Errorf("rejected reported %d times, want 1", n)
+	}
+	orders := map[string]bool{}
+	for _, o := range h.srv.Orders() {
+		orders[strings.Join(o, ",")] = true
+	}
+	if len(orders) < 2 {
+		t.Fatalf("the server sent the resources in one order only (%v): the test proves nothing", orders)
+	}
+	t.Logf("%d pushes in %d orders", len(h.srv.Orders()), len(orders))
+}
+
+// TestFrozenStream checks that a stream whose connection stops moving
+// data, while it stays open, is noticed and opened again, so that a push
+// waiting on the server is applied; and that a stream idle because
+// nothing changed is kept.
+func TestFrozenStream(t *testing.T) {
+	const stall = time.Second
+	h := startVia(t, xds.Options{StallTimeout: stall}, true)
+	h.srv.Set(node, "1", domain("basic", "key1", 3))
+	h.waitVersion(t, "1")
+
+	// Idle for several stall timeouts: the probes' answers keep the
+	// stream.
+	time.Sleep(4 * stall)
+	if n := h.proxy.Conns(); n != 1 {
+		t.Fatalf("%d connections after %v idle, want the first kept", n, 4*stall)
+	}
+
+	h.proxy.Freeze()
+	h.srv.Set(node, "2", domain("basic", "key1", 5))
+	// The bound: the stall timeout and a tenth of it, the backoff, and
+	// time to spare.
+	const bound = 3 * stall
+	start := time.Now()
+	for h.client.Version() != "2" {
+		if time.Since(start) > bound {
+			t.Fatalf("version 2 not applied within %v of the stream freezing (at %q; %d connections)", bound, h.client.Version(), h.proxy.Conns())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("a frozen stream opened again and its push applied after %v (stall timeout %v)", time.Since(start).Round(time.Millisecond), stall)
+	if n := h.proxy.Conns(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	if _, rpu := h.decide(t, "basic", "key1"); rpu != 5 {
+		t.Errorf("limit %d, want version 2's 5", rpu)
+	}
+}
+
+// TestKeepaliveFrozen checks that gRPC keepalive alone, the stall check
+// off, notices a frozen stream: its ping goes unanswered. grpc-go pings
+// no more often than every 10 s, so this test takes that long.
+func TestKeepaliveFrozen(t *testing.T) {
+	t.Parallel()
+	const keepalive, timeout = 10 * time.Second, time.Second
+	h := startVia(t, xds.Options{StallTimeout: -1, KeepaliveTime: keepalive, KeepaliveTimeout: timeout}, true)
+	h.srv.Set(node, "1", domain("basic", "key1", 3))
+	h.waitVersion(t, "1")
+	h.proxy.Freeze()
+	h.srv.Set(node, "2", domain("basic", "key1", 5))
+	const bound = keepalive + timeout + 3*time.Second
+	start := time.Now()
+	for h.client.Version() != "2" {
+		if time.Since(start) > bound {
+			t.Fatalf("version 2 not applied within %v of the stream freezing (at %q; %d connections)", bound, h.client.Version(), h.proxy.Conns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("keepalive noticed a frozen stream, and its push was applied, after %v", time.Since(start).Round(time.Millisecond))
 }

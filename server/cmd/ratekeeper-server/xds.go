@@ -26,6 +26,9 @@ type xdsFlags struct {
 	serverSAN    string
 	backoff      xds.Backoff
 	maxMsgSize   int
+	keepalive    time.Duration
+	keepaliveTO  time.Duration
+	stall        time.Duration
 }
 
 func init() { configSources["GRPC_XDS_SOTW"] = xdsSource }
@@ -51,7 +54,10 @@ func xdsFromEnv(e *envsettings.Settings) xdsFlags {
 			Initial: e.XDSBackoffInitialInterval, Max: e.XDSBackoffMaxInterval,
 			Factor: e.XDSBackoffRandomFactor, Jitter: e.XDSBackoffJitter,
 		},
-		maxMsgSize: e.XDSMaxMsgSizeInBytes,
+		maxMsgSize:  e.XDSMaxMsgSizeInBytes,
+		keepalive:   xds.DefaultKeepaliveTime,
+		keepaliveTO: xds.DefaultKeepaliveTimeout,
+		stall:       xds.DefaultStallTimeout,
 	}
 }
 
@@ -72,6 +78,9 @@ func (x *xdsFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&x.backoff.Factor, "xds-backoff-factor", x.backoff.Factor, "the factor of the wait at each attempt (envoy's XDS_CLIENT_BACKOFF_RANDOM_FACTOR; below 1 the wait stays at -xds-backoff-initial)")
 	fs.BoolVar(&x.backoff.Jitter, "xds-backoff-jitter", x.backoff.Jitter, "draw each wait at random between -xds-backoff-initial and its bound")
 	fs.IntVar(&x.maxMsgSize, "xds-max-msg-size", x.maxMsgSize, "the largest xDS push, in `bytes` (0: gRPC's 4 MiB)")
+	fs.DurationVar(&x.keepalive, "xds-keepalive-time", x.keepalive, "how long the xDS connection reads nothing before a gRPC keepalive ping (the server must allow pings that often: grpc-go's servers allow one every 5m by default)")
+	fs.DurationVar(&x.keepaliveTO, "xds-keepalive-timeout", x.keepaliveTO, "how long a keepalive ping may go unanswered before the xDS connection is closed")
+	fs.DurationVar(&x.stall, "xds-stall-timeout", x.stall, "how long the xDS connection may read nothing, although probed, before the stream is taken to be frozen and opened again (negative: never)")
 }
 
 // xdsSource connects the service to the xDS server of the settings, and
@@ -91,6 +100,7 @@ func xdsSource(ctx context.Context, s *settings, sink *configSink) error {
 	opts := xds.Options{
 		Server: f.server, NodeID: f.nodeID, NodeMetadata: md, Headers: headers,
 		MaxRecvMsgSize: f.maxMsgSize, Backoff: f.backoff, Logger: logger,
+		KeepaliveTime: f.keepalive, KeepaliveTimeout: f.keepaliveTO, StallTimeout: f.stall,
 		Apply:    sink.apply,
 		Rejected: func(error) { sink.metrics.ReloadFailed() },
 	}

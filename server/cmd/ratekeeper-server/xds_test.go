@@ -138,6 +138,7 @@ func TestXDSFlagErrors(t *testing.T) {
 		{[]string{"-check", "-xds-server", "h:1"}, "-check reads -config"},
 		{[]string{"-xds-server", "h:1", "-xds-client-cert", "c.pem"}, "give the client certificate and its key, or neither"},
 		{[]string{"-xds-server", "h:1", "-xds-headers", "nocolon"}, "want key:value"},
+		{[]string{"-xds-server", "h:1", "-xds-keepalive-time", "-1s"}, "a keepalive interval is negative"},
 	} {
 		var log syncBuffer
 		code := run(t.Context(), append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0"}, tc.args...), noEnv, &log, &log)

@@ -38,6 +38,7 @@ type Server struct {
 	grpc   *grpc.Server
 	cancel context.CancelFunc
 	reqs   []*discoveryv3.DiscoveryRequest
+	orders [][]string    // of the resources of each response sent, by name
 	notify chan struct{} // closed and replaced at each request
 }
 
@@ -71,6 +72,18 @@ func (s *Server) serve(l net.Listener) {
 			close(s.notify)
 			s.notify = make(chan struct{})
 			return nil
+		},
+		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+			var names []string
+			for _, r := range resp.GetResources() {
+				var c rlsconfv3.RateLimitConfig
+				if err := r.UnmarshalTo(&c); err == nil {
+					names = append(names, c.GetName())
+				}
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.orders = append(s.orders, names)
 		},
 	})
 	g := grpc.NewServer(opts...)
@@ -134,6 +147,14 @@ func (s *Server) Requests() []*discoveryv3.DiscoveryRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*discoveryv3.DiscoveryRequest(nil), s.reqs...)
+}
+
+// Orders returns, for each response sent so far, the names of its
+// RateLimitConfig resources in the order sent.
+func (s *Server) Orders() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]string(nil), s.orders...)
 }
 
 // WaitRequest waits up to timeout for a request, received before or
