@@ -202,14 +202,14 @@ func TestEnvoyCounting(t *testing.T) {
 	}
 }
 
-// TestNegativeHits: envoy's is_negative_hits gives a descriptor's hits
-// back; the refund is answered OK, with what is left after it, and never
-// gives more than the limit.
+// TestNegativeHits: with refunds on, envoy's is_negative_hits gives a
+// descriptor's hits back; the refund is answered OK, with what is left
+// after it, and never gives more than the limit.
 func TestNegativeHits(t *testing.T) {
 	for name, st := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			awayFromTheHour(t)
-			svc := newService(t, st, costsConfig, Options{})
+			svc := newService(t, st, costsConfig, Options{Refunds: true})
 			u := unique(t)
 			refund := func(n uint64) *ratelimitv3.RateLimitDescriptor {
 				d := withHits(desc("user", u), n)
@@ -234,10 +234,11 @@ func TestNegativeHits(t *testing.T) {
 	}
 }
 
-// TestDecideModes: /v1/decide's descriptor mode charges and refunds.
+// TestDecideModes: /v1/decide's descriptor mode charges and, with
+// refunds on, refunds.
 func TestDecideModes(t *testing.T) {
 	awayFromTheHour(t)
-	svc := newService(t, stores(t)["memstore"], costsConfig, Options{})
+	svc := newService(t, stores(t)["memstore"], costsConfig, Options{Refunds: true})
 	srv := httptest.NewServer(HTTPHandler(svc, nil, nil))
 	t.Cleanup(srv.Close)
 	u := unique(t)

@@ -71,7 +71,7 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad Request", http.StatusBadRequest)
 		return
 	}
-	resp, err := s.Decide(r.Context(), req)
+	resp, _, _, err := s.respond(r.Context(), req, endpointJSON, nil)
 	if err != nil {
 		httpError(w, err)
 		return
@@ -116,7 +116,9 @@ type DecideDescriptor struct {
 	// Mode is what the descriptor does with its hits: "take" (or absent)
 	// takes them if the whole request is allowed; "charge" always takes
 	// them, a cost known after the fact that may go into debt; "refund"
-	// gives them back, as Envoy's is_negative_hits.
+	// gives them back, as Envoy's is_negative_hits, where refunds are on
+	// for the descriptor's rule (see Options.Refunds), and is refused
+	// with 400 elsewhere.
 	Mode string `json:"mode,omitempty"`
 }
 
@@ -230,7 +232,7 @@ func (d DecideDescriptor) proto() *ratelimitv3.RateLimitDescriptor {
 // with what Envoy's response leaves out: retry and reset times. charges,
 // when not nil, marks the descriptors that charge their hits.
 func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) ([]DecideStatus, error) {
-	resp, ds, fallback, err := s.respond(ctx, req, charges)
+	resp, ds, fallback, err := s.respond(ctx, req, endpointDecide, charges)
 	if err != nil {
 		return nil, err
 	}

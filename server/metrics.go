@@ -30,6 +30,7 @@ type Metrics struct {
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
 	panics       prometheus.Counter
+	refunds      *prometheus.CounterVec
 
 	mu     sync.Mutex
 	labels map[labelPair]bool // the labels of the configuration in use
@@ -71,8 +72,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_server_panics_total",
 			Help: "Panics in handlers, recovered and answered as internal errors.",
 		}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_server_refunds_refused_total",
+			Help: "Refunds asked for where refunds are off, by domain and endpoint: is_negative_hits ignored (grpc, json), mode refund refused with 400 (decide).",
+		}, []string{"domain", "endpoint"}),
 	}
-	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload, m.panics)
+	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload, m.panics, m.refunds)
 	return m
 }
 
@@ -196,6 +201,18 @@ func (l *labelling) unmatched(domain string, known bool) {
 	l.noRule[l.domain(domain)].Inc()
 }
 
+// refundRefused counts a refund asked for where refunds are off, in a
+// domain the configuration knows or not, through endpoint.
+func (l *labelling) refundRefused(domain string, known bool, endpoint string) {
+	if l == nil || l.m == nil {
+		return
+	}
+	if !known {
+		domain = ""
+	}
+	l.m.refunds.WithLabelValues(l.domain(domain), endpoint).Inc()
+}
+
 // retire deletes the series of the labels that the previous configuration
 // had and l does not: the rules a reload removed stop being exported.
 func (m *Metrics) retire(l *labelling) {
@@ -208,6 +225,9 @@ func (m *Metrics) retire(l *labelling) {
 		if !l.pairs[p] {
 			m.decisions.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
 			m.shadow.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
+			if p.rule == "" {
+				m.refunds.DeletePartialMatch(prometheus.Labels{"domain": p.domain})
+			}
 		}
 	}
 	m.labels = l.pairs

@@ -46,6 +46,14 @@ type Options struct {
 	// CountOverLimit makes every rule count its hits over the limit, as
 	// a rule's count_over_limit does.
 	CountOverLimit bool
+	// Refunds lets every rule's descriptors give hits back, as a rule's
+	// refunds does. Where refunds are off, Envoy's is_negative_hits is
+	// ignored, as envoyproxy/ratelimit ignores it (the hits are taken as
+	// any request's), and /v1/decide's mode refund is refused; both are
+	// counted in ratekeeper_server_refunds_refused_total. Where they are
+	// on, one refund gives back at most what one request of the rule may
+	// take (its capacity), and never more than the limit holds when full.
+	Refunds bool
 	// Metrics receives the service's measures; nil records none.
 	Metrics *Metrics
 	// Logger receives store errors (rate limited) and configuration
@@ -156,20 +164,29 @@ type descriptor struct {
 // errInvalidRequest marks a request the service refuses to decide.
 var errInvalidRequest = errors.New("invalid rate limit request")
 
-// Decide answers one rate limit request. It returns an error wrapping
-// errInvalidRequest for a request without a domain or descriptors, and the
-// store's error when the store fails and OnStoreError is FailUnavailable.
+// The endpoints a request comes through, the endpoint label of
+// ratekeeper_server_refunds_refused_total.
+const (
+	endpointGRPC   = "grpc"
+	endpointJSON   = "json"
+	endpointDecide = "decide"
+)
+
+// Decide answers one rate limit request, as the gRPC API does. It returns
+// an error wrapping errInvalidRequest for a request without a domain or
+// descriptors, and the store's error when the store fails and
+// OnStoreError is FailUnavailable.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	resp, _, _, err := s.respond(ctx, req, nil)
+	resp, _, _, err := s.respond(ctx, req, endpointGRPC, nil)
 	return resp, err
 }
 
-// respond decides req and answers it, as Decide, with its descriptors;
-// fallback reports an answer made without the store. charges, when not
-// nil, marks the descriptors that charge their hits whatever their rule
-// says.
-func (s *Service) respond(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (resp *rlsv3.RateLimitResponse, ds []descriptor, fallback bool, err error) {
-	snap, ds, fallback, err := s.run(ctx, req, charges)
+// respond decides req, come through endpoint, and answers it, as Decide,
+// with its descriptors; fallback reports an answer made without the
+// store. charges, when not nil, marks the descriptors that charge their
+// hits whatever their rule says.
+func (s *Service) respond(ctx context.Context, req *rlsv3.RateLimitRequest, endpoint string, charges []bool) (resp *rlsv3.RateLimitResponse, ds []descriptor, fallback bool, err error) {
+	snap, ds, fallback, err := s.run(ctx, req, endpoint, charges)
 	switch {
 	case err != nil:
 		return nil, nil, false, err
@@ -182,7 +199,7 @@ func (s *Service) respond(ctx context.Context, req *rlsv3.RateLimitRequest, char
 // run resolves and decides a request's descriptors, charges marking
 // those that charge (see respond). fallback reports a store failure that
 // OnStoreError answers without the store.
-func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest, charges []bool) (snap *snapshot, ds []descriptor, fallback bool, err error) {
+func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest, endpoint string, charges []bool) (snap *snapshot, ds []descriptor, fallback bool, err error) {
 	snap = s.current.Load()
 	if snap == nil {
 		return nil, nil, false, ErrNoConfig
@@ -195,6 +212,9 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest, charges 
 	}
 	ds, err = s.resolve(snap, req)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := s.judgeRefunds(snap, req.GetDomain(), endpoint, ds); err != nil {
 		return nil, nil, false, err
 	}
 	for i, c := range charges {
@@ -267,4 +287,46 @@ func (s *Service) resolve(snap *snapshot, req *rlsv3.RateLimitRequest) ([]descri
 		}
 	}
 	return ds, nil
+}
+
+// refundsOn reports whether d may give its hits back: Options.Refunds
+// turns refunds on for every rule, a rule's refunds for its own
+// descriptors.
+func (s *Service) refundsOn(d *descriptor) bool {
+	return s.opts.Refunds || d.rule != nil && d.rule.cfg.Refunds
+}
+
+// judgeRefunds keeps the refunds of ds (is_negative_hits) where they are
+// on. Elsewhere each is counted, and then, through /v1/decide, the
+// request is refused; through gRPC and /json the descriptor takes its
+// hits as any other, as envoyproxy/ratelimit, which ignores the field,
+// counts them.
+func (s *Service) judgeRefunds(snap *snapshot, domain, endpoint string, ds []descriptor) error {
+	var refused error
+	for i := range ds {
+		d := &ds[i]
+		if !d.refund || s.refundsOn(d) {
+			continue
+		}
+		snap.labels.refundRefused(domain, snap.cfg.HasDomain(domain), endpoint)
+		d.refund = false
+		if endpoint == endpointDecide && refused == nil {
+			refused = fmt.Errorf("%w: descriptors[%d].mode: refund refused: %s", errInvalidRequest, i, refundsOff(d.rule))
+		}
+	}
+	return refused
+}
+
+// refundsOff says why a refund on rule r (nil: no rule applied) was
+// refused, and how the operator turns refunds on.
+func refundsOff(r *rule) string {
+	const every = "for every rule with ratekeeper-server's -refunds (or RATEKEEPER_REFUNDS=true)"
+	switch {
+	case r == nil:
+		return "no rule applies to the descriptor, and refunds are off; they are turned on " + every
+	case r.override:
+		return "refunds are off for the request's limit override; they are turned on " + every
+	}
+	return fmt.Sprintf("refunds are off for rule %q of domain %q; turn them on with refunds: true in its rate_limit, or %s",
+		r.cfg.Name, r.cfg.Domain, every)
 }

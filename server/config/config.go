@@ -27,7 +27,11 @@
 //   - burst: the capacity of the algorithms that take one (those that
 //     Bursts, such as token_bucket; requests_per_unit when absent); the
 //     window algorithms have none;
-//   - period: a window of any length, such as 30s or 1h30m, instead of unit.
+//   - period: a window of any length, such as 30s or 1h30m, instead of unit;
+//   - count_over_limit: true charges the rule's hits even when its request
+//     is denied (see Rule.CountOverLimit);
+//   - refunds: true lets the rule's descriptors give hits back (see
+//     Rule.Refunds).
 //
 // and a descriptor may hold several limits, decided all or nothing, in a
 // list rate_limits instead of its rate_limit:
@@ -158,6 +162,12 @@ type Rule struct {
 	// nothing. For costs known after the response, such as an LLM's
 	// tokens, which must count however large.
 	CountOverLimit bool
+	// Refunds (refunds) lets the rule's descriptors give hits back:
+	// Envoy's is_negative_hits, /v1/decide's mode refund. Without it, and
+	// without the service's own setting for every rule, a refund is not
+	// made: whoever can reach the service must not be able to give a key
+	// back.
+	Refunds bool
 	// DetailedMetric is the descriptor's detailed_metric. It asks envoy for
 	// per-value statistics; ratekeeper's metrics never carry request
 	// values, so it is informational.

@@ -146,6 +146,14 @@ func TestErrors(t *testing.T) {
 			"6: descriptors[0].rate_limit.count_over_limit: an unlimited rule takes no count_over_limit"}},
 		{"count_over_limit on some limits", "domain: d\ndescriptors:\n  - key: a\n    rate_limits:\n      - {unit: second, requests_per_unit: 1, count_over_limit: true}\n      - {unit: day, requests_per_unit: 2}\n", []string{
 			"6: descriptors[0].rate_limits[1].count_over_limit: count_over_limit is false here and true on descriptors[0].rate_limits[0]: a descriptor's limits are decided together, so give it on every limit or on none"}},
+		{"refunds not a bool", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, refunds: yes please}\n", []string{
+			"4: descriptors[0].rate_limit.refunds: must be true or false, not a string"}},
+		{"refunds unlimited", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n      refunds: true\n", []string{
+			"6: descriptors[0].rate_limit.refunds: an unlimited rule takes no refunds"}},
+		{"refunds on some limits", "domain: d\ndescriptors:\n  - key: a\n    rate_limits:\n      - {unit: second, requests_per_unit: 1}\n      - {unit: day, requests_per_unit: 2, refunds: true}\n", []string{
+			"6: descriptors[0].rate_limits[1].refunds: refunds is true here and false on descriptors[0].rate_limits[0]: a descriptor's limits are decided together, so give it on every limit or on none"}},
+		{"refunds on a descriptor", "domain: d\ndescriptors:\n  - key: a\n    refunds: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n", []string{
+			"4: descriptors[0].refunds: unknown key 'refunds'"}},
 		{"every error of a file, in order", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: x}\n  - key: b\n    rate_limit: {unit: y}\n    descriptors:\n      - value: z\n  - key: a\n", []string{
 			"4: descriptors[0].rate_limit.unit: invalid rate limit unit 'x'",
 			"6: descriptors[1].rate_limit.unit: invalid rate limit unit 'y'",
@@ -565,6 +573,33 @@ descriptors:
 		r := c.Lookup("d", []Entry{{key, "x"}})
 		if r == nil || r.CountOverLimit != want {
 			t.Errorf("%s: rule %+v, want CountOverLimit %t", key, r, want)
+		}
+	}
+}
+
+// TestRefunds checks that refunds is read from a rate_limit, and from a
+// rate_limits list given it on every limit; a rule without it takes none.
+func TestRefunds(t *testing.T) {
+	c, errs := loadYAML(t, `domain: d
+descriptors:
+  - key: reserved
+    rate_limit: {unit: hour, requests_per_unit: 1000, refunds: true}
+  - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 1000, refunds: false}
+  - key: default
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 10, refunds: true}
+      - {unit: day, requests_per_unit: 1000, refunds: true}
+`)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for key, want := range map[string]bool{"reserved": true, "plain": false, "default": false, "both": true} {
+		r := c.Lookup("d", []Entry{{key, "x"}})
+		if r == nil || r.Refunds != want {
+			t.Errorf("%s: rule %+v, want Refunds %t", key, r, want)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 				}
 			}
 		}
-		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit"} {
+		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit", "refunds"} {
 			if f := fs[k]; f != nil {
 				b.errorf(f.k, f.path, "an unlimited rule takes no %s", k)
 			}
@@ -58,6 +58,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 		return len(b.errs) == errs
 	}
 	r.CountOverLimit = b.boolean(fs["count_over_limit"])
+	r.Refunds = b.boolean(fs["refunds"])
 	l, ok := b.limit(m, fs, path, false)
 	if !ok || len(b.errs) != errs {
 		return false
@@ -83,17 +84,9 @@ func (b *builder) multi(f *field, r *Rule) bool {
 		p := fmt.Sprintf("%s[%d]", f.path, i)
 		fs := b.fields(item, p, limitKeys, true)
 		// The limits are decided as one: they count over the limit
-		// together, or not at all.
-		if over := b.boolean(fs["count_over_limit"]); i == 0 {
-			r.CountOverLimit = over
-		} else if over != r.CountOverLimit {
-			at, fp := item, join(p, "count_over_limit")
-			if cf := fs["count_over_limit"]; cf != nil {
-				at = cf.v
-			}
-			b.errorf(at, fp, "count_over_limit is %t here and %t on %s[0]: a descriptor's limits are decided together, so give it on every limit or on none",
-				over, r.CountOverLimit, f.path)
-		}
+		// together, or not at all, and so take refunds.
+		b.together("count_over_limit", fs, item, p, f.path, i, &r.CountOverLimit)
+		b.together("refunds", fs, item, p, f.path, i, &r.Refunds)
 		l, ok := b.limit(item, fs, p, true)
 		if !ok {
 			continue
@@ -126,6 +119,26 @@ func (b *builder) multi(f *field, r *Rule) bool {
 	}
 	r.policy = p
 	return true
+}
+
+// together reads the boolean key of item, the i-th limit (at path p) of
+// the rate_limits list at list: the first limit's value is *v, and every
+// other limit must give the same, since a descriptor's limits are decided
+// as one.
+func (b *builder) together(key string, fs map[string]*field, item *yaml.Node, p, list string, i int, v *bool) {
+	got := b.boolean(fs[key])
+	if i == 0 {
+		*v = got
+		return
+	}
+	if got != *v {
+		at := item
+		if f := fs[key]; f != nil {
+			at = f.v
+		}
+		b.errorf(at, join(p, key), "%s is %t here and %t on %s[0]: a descriptor's limits are decided together, so give it on every limit or on none",
+			key, got, *v, list)
+	}
 }
 
 // limit reads one limit of mapping m, whose fields are fs: from a

@@ -2,9 +2,27 @@ package main
 
 import (
 	"flag"
+	"fmt"
 
 	"github.com/ratekeeper/ratekeeper/server"
 )
+
+// refundsVariable turns refunds on for every rule, as -refunds does: the
+// setting where only the environment is set, as under Envoy Gateway.
+const refundsVariable = "RATEKEEPER_REFUNDS"
+
+// refundsFromEnv reads refundsVariable: true or false, nothing else;
+// absent, false.
+func refundsFromEnv(lookup func(string) (string, bool)) (bool, error) {
+	v, ok := lookup(refundsVariable)
+	switch {
+	case !ok || v == "false":
+		return false, nil
+	case v == "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want true or false", refundsVariable, v)
+}
 
 // countingFlags registers the flags that say how hits count.
 func (s *settings) countingFlags(fs *flag.FlagSet) {
@@ -12,6 +30,8 @@ func (s *settings) countingFlags(fs *flag.FlagSet) {
 		"what a denied request's descriptors take: none; all, every hit counts (envoy's default); or over, those over their limit (envoy's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT). Default: envoy's, from that variable, when started with no flags, else none")
 	fs.BoolVar(&s.countOverLimit, "count-over-limit", false,
 		"every rule counts its hits over its limit, as a rule's count_over_limit does: charged into debt, for costs known after the response")
+	fs.BoolVar(&s.refunds, "refunds", s.refunds,
+		"every rule takes refunds (is_negative_hits, /v1/decide's mode refund), as a rule's refunds: true does; off, they are ignored on gRPC and /json and refused on /v1/decide. Only for callers trusted to give back what they took (RATEKEEPER_REFUNDS)")
 }
 
 // deniedHits is the service's DeniedHits: the flag's, else envoy's

@@ -137,6 +137,10 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	opts := server.Options{
 		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
 		StoreTimeout: s.svc.storeTimeout, DeniedHits: s.deniedHits(), CountOverLimit: s.countOverLimit,
+		Refunds: s.refunds,
+	}
+	if s.refunds {
+		logger.Warn("refunds are on for every rule (-refunds, RATEKEEPER_REFUNDS): any caller that reaches the API can give a key back")
 	}
 	if s.limitHeaders {
 		opts.LimitHeaders = &server.LimitHeaders{Limit: s.limitHeaderNames[0], Remaining: s.limitHeaderNames[1], Reset: s.limitHeaderNames[2]}

@@ -48,6 +48,7 @@ type settings struct {
 	envoyEnv           bool   // started with no flags: envoy's environment alone
 	deniedHitsFlag     string // -denied-hits; "" for the default (see deniedHits)
 	countOverLimit     bool
+	refunds            bool // -refunds, RATEKEEPER_REFUNDS
 	onStoreError       string
 	forceStart         bool
 	healthyWithAConfig bool
@@ -145,6 +146,9 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	}
 	s := fromEnv(e)
 	s.envoyEnv = len(args) == 0
+	if s.refunds, err = refundsFromEnv(lookup); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
 	fs := flag.NewFlagSet("ratekeeper-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.config, "config", s.config, "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format); default from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY")
