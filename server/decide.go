@@ -14,7 +14,8 @@ import (
 // decide asks the store for every limited descriptor: enforced rules in
 // one all-or-nothing decision, shadow and quota-mode rules in another, so
 // that a rule that does not deny on its own never changes what the
-// enforced ones take.
+// enforced ones take. The store's time is observed once for the request,
+// both decisions together.
 func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	var enforced, shadow []int
 	blocked := false // an enforced limit of 0 denies the request
@@ -32,6 +33,11 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 			shadow = append(shadow, i)
 		}
 	}
+	if len(enforced) == 0 && len(shadow) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
 	if len(shadow) == 0 {
 		return s.decideGroup(ctx, ds, enforced, blocked)
 	}
@@ -55,8 +61,6 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 	if len(idx) == 0 {
 		return nil
 	}
-	start := time.Now()
-	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
 	reqs := make([]driver.Request, len(idx))
 	// A cost above what a rule can ever admit is denied without asking.
 	// When the request is denied so, or by a limit of 0, the descriptors

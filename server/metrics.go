@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"domain", "rule"}),
 		storeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratekeeper_server_store_seconds",
-			Help:    "Time the store took to decide one request's descriptors.",
+			Help:    "Time the store took to decide one request's descriptors, observed once per request that asked it (its enforced and its shadow rules' calls together).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14),
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
