@@ -50,7 +50,44 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	wg.Go(func() { shadowErr = s.decideGroup(ctx, ds, shadow, false) })
 	err := s.decideGroup(ctx, ds, enforced, blocked)
 	wg.Wait()
+	// One call failed, the other may have taken: the request fails, and
+	// is not undone.
+	switch {
+	case err == nil && shadowErr != nil && tookSome(ds, enforced):
+		shadowErr = fmt.Errorf("%w (%w)", shadowErr, driver.ErrPartlyApplied)
+	case err != nil && shadowErr == nil && tookSome(ds, shadow):
+		err = fmt.Errorf("%w (%w)", err, driver.ErrPartlyApplied)
+	}
 	return errors.Join(err, shadowErr)
+}
+
+// tookSome reports whether the descriptors at idx, decided together,
+// changed their keys, as driver.MultiDecider counts them: a charge or a
+// refund always does; takes do when none of them was denied; a take that
+// charges over the limit does when it did not fit.
+func tookSome(ds []descriptor, idx []int) bool {
+	denied := false
+	for _, i := range idx {
+		a, res := ds[i].asked, ds[i].res
+		switch {
+		case a.Act() == driver.Refund:
+		case a.N == 0:
+			denied = denied || res.Remaining < 0
+		default:
+			denied = denied || !res.Allowed
+		}
+	}
+	for _, i := range idx {
+		a := ds[i].asked
+		switch {
+		case a.N == 0:
+		case a.Act() != driver.Take || !denied:
+			return true
+		case a.ChargeOver && !ds[i].res.Allowed:
+			return true
+		}
+	}
+	return false
 }
 
 // decideGroup decides the descriptors at idx together: all of them take

@@ -26,6 +26,7 @@ type Metrics struct {
 	shadow       *prometheus.CounterVec
 	storeSeconds prometheus.Histogram
 	storeErrors  prometheus.Counter
+	storePartial prometheus.Counter
 	generation   prometheus.Gauge
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
@@ -55,6 +56,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_server_store_errors_total",
 			Help: "Requests the store failed to decide.",
 		}),
+		storePartial: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_server_store_partly_applied_errors_total",
+			Help: "Requests the store failed to decide after some of their descriptors had taken or given back their hits, which are not undone (on a Redis Cluster, those of the masters that answered). Counted in store_errors_total too.",
+		}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratekeeper_server_config_generation",
 			Help: "Configurations loaded since the start: 1 for the first.",
@@ -72,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Panics in handlers, recovered and answered as internal errors.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload, m.panics)
+	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.storePartial, m.generation, m.reloadErrors, m.lastReload, m.panics)
 	return m
 }
 
@@ -219,9 +224,14 @@ func (m *Metrics) storeLatency(d time.Duration) {
 	}
 }
 
-func (m *Metrics) storeError() {
+// storeError counts a request the store failed to decide; partly: after
+// some of its descriptors had changed their keys.
+func (m *Metrics) storeError(partly bool) {
 	if m != nil {
 		m.storeErrors.Inc()
+		if partly {
+			m.storePartial.Inc()
+		}
 	}
 }
 
