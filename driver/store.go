@@ -51,6 +51,15 @@ type MultiDecider interface {
 	DecideAll(ctx context.Context, reqs []Request) ([]Decision, error)
 }
 
+// ErrPartlyApplied is matched by the error of a DecideAll that failed
+// after some of its requests had changed their keys: a store that
+// decides by several calls (redisstore on a Redis Cluster, one call per
+// hash slot) cannot undo those that succeeded when another fails, as with
+// a master down. It marks only what the store knows: a call that failed
+// after it was sent (a timeout) may have been applied too. A store that
+// decides in one atomic call never returns it.
+var ErrPartlyApplied = errors.New("ratekeeper: some of the requests were applied before the decision failed")
+
 // Charger is a Store that takes costs known only afterwards. Both take
 // the parameters of Decide, and report a Decision as it does.
 type Charger interface {

@@ -36,7 +36,8 @@ import (
 // decision (so every request reported allowed in a group of only allowed
 // requests took its N). The same holds for a plain client of a cluster
 // node, from the first call it refuses with CROSSSLOT; its groups are then
-// sent again.
+// sent again. When a group fails after another changed its keys (a
+// master down, the others up), the error matches driver.ErrPartlyApplied.
 //
 // Validation is Decide's, for every request: an invalid key, cost or spec
 // fails the whole call, with the same errors; so do more than
@@ -77,6 +78,9 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.
 	}
 	if err != nil {
 		s.breaker.failed(err)
+		if partlyApplied(reqs, groups) {
+			return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w (%w)", len(reqs), err, driver.ErrPartlyApplied)
+		}
 		return nil, fmt.Errorf("redisstore: DecideAll of %d requests: %w", len(reqs), err)
 	}
 	res := make([]driver.Decision, len(reqs))
@@ -94,6 +98,64 @@ func (s *Store) DecideAll(ctx context.Context, reqs []driver.Request) ([]driver.
 		}
 	}
 	return res, nil
+}
+
+// partlyApplied reports whether a failed DecideAll's groups changed keys
+// all the same: a group whose call came back, and charged, refunded or
+// took (see changed).
+func partlyApplied(reqs []driver.Request, groups []multiGroup) bool {
+	if len(groups) < 2 {
+		return false
+	}
+	var out [driver.MaxRequestPolicies]driver.Outcome
+	for _, g := range groups {
+		if !g.call.finished() || g.call.err != nil || g.call.reply == nil {
+			continue
+		}
+		parts := out[:g.policies]
+		if parseOutcomes(g.call.reply, parts) == nil && changed(reqs, g.reqs, parts) {
+			return true
+		}
+	}
+	return false
+}
+
+// changed reports whether a group of requests, whose policies' Outcomes
+// are parts, changed their keys, as driver.MultiDecider says they count:
+// a charge or a refund always does; takes do when no part denied; a Take
+// with ChargeOver does, denied, when it did not fit. A peek takes nothing.
+func changed(reqs []driver.Request, group []int, parts []driver.Outcome) bool {
+	denied := false
+	rest := parts
+	for _, i := range group {
+		r := reqs[i]
+		n := max(r.Spec.NumParts(), 1)
+		for _, o := range rest[:n] {
+			switch {
+			case r.Act() == driver.Refund:
+			case r.N == 0:
+				denied = denied || o.Remaining < 0
+			default:
+				denied = denied || !o.Allowed
+			}
+		}
+		rest = rest[n:]
+	}
+	rest = parts
+	for _, i := range group {
+		r := reqs[i]
+		n := max(r.Spec.NumParts(), 1)
+		own := rest[:n]
+		rest = rest[n:]
+		switch {
+		case r.N == 0:
+		case r.Act() != driver.Take || !denied:
+			return true
+		case r.ChargeOver && slices.ContainsFunc(own, func(o driver.Outcome) bool { return !o.Allowed }):
+			return true
+		}
+	}
+	return false
 }
 
 // multiGroup is one script call of a DecideAll: the requests it decides,

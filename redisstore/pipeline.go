@@ -38,6 +38,21 @@ type call struct {
 	abandoned atomic.Bool
 }
 
+// finished reports whether c is done: its reply and error are written,
+// or it was abandoned unsent (both left zero). A call without a done
+// channel ran on its caller's goroutine, if at all.
+func (c *call) finished() bool {
+	if c.done == nil {
+		return true
+	}
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // queue sends script calls to one Redis server, by the end of their
 // callers' contexts. With a limit of round trips in flight, it coalesces
 // concurrent calls into pipelines, adding no delay: while fewer than

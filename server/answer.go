@@ -21,25 +21,12 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)),
 	}
 	// Every request of the all-or-nothing group is denied if one is.
-	// Quota-mode descriptors deny the request only all together, as in
-	// envoy.
+	// Shadow and quota-mode descriptors deny nothing, as in envoy.
 	groupDenied := false
-	quotas, quotasOver := 0, 0
 	for i := range ds {
-		r := ds[i].rule
-		switch {
-		case r == nil || r.shadow:
-		case r.cfg.QuotaMode:
-			quotas++
-			if ds[i].denied() {
-				quotasOver++
-			}
-		case ds[i].denied():
+		if r := ds[i].rule; r != nil && r.enforced() && ds[i].denied() {
 			groupDenied = true
 		}
-	}
-	if quotas > 0 && quotas == quotasOver {
-		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	for i := range ds {
 		d := &ds[i]
@@ -55,9 +42,11 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 			m.count(outcomeUnlimited)
 		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
 			m.count(outcomeOverLimit)
-			if !d.rule.cfg.QuotaMode {
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			}
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		case d.quotaOver():
+			// Counted over its limit, as envoy counts it, though it
+			// denies nothing.
+			m.count(outcomeOverLimit)
 		case d.denied():
 			m.count(outcomeShadowOverLimit)
 		case groupDenied && d.hits > 0 && d.rule.enforced() && d.asked.Act() == driver.Take:
@@ -134,7 +123,14 @@ func (d *descriptor) denied() bool {
 	return d.decided && !d.res.Allowed
 }
 
-// status is one descriptor's status, as envoyproxy/ratelimit writes it.
+// quotaOver reports whether a descriptor of a quota-mode rule is over its
+// limit: its status is OK, as envoy writes it, and it denies nothing.
+func (d *descriptor) quotaOver() bool {
+	return d.rule != nil && !d.rule.shadow && d.rule.cfg.QuotaMode && d.denied()
+}
+
+// status is one descriptor's status, as envoyproxy/ratelimit writes it:
+// OVER_LIMIT only for a rule that denies (see rule.enforced).
 func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatus {
 	r := d.rule
 	switch {
@@ -145,7 +141,7 @@ func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatu
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.first}
 	if r.block {
-		if d.hits > 0 && !d.refund && !r.shadow {
+		if d.hits > 0 && !d.refund && r.enforced() {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		st.DurationUntilReset = durationpb.New(s.untilWindowEnd(r.aligned))
@@ -156,7 +152,7 @@ func (s *Service) status(d *descriptor) *rlsv3.RateLimitResponse_DescriptorStatu
 		st.CurrentLimit = l
 	}
 	st.LimitRemaining = remaining(res.Remaining)
-	if d.denied() && !r.shadow {
+	if d.denied() && r.enforced() {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	st.DurationUntilReset = durationpb.New(s.untilReset(r, d))

@@ -14,7 +14,8 @@ import (
 // decide asks the store for every limited descriptor: enforced rules in
 // one all-or-nothing decision, shadow and quota-mode rules in another, so
 // that a rule that does not deny on its own never changes what the
-// enforced ones take.
+// enforced ones take. The store's time is observed once for the request,
+// both decisions together.
 func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	var enforced, shadow []int
 	blocked := false // an enforced limit of 0 denies the request
@@ -32,6 +33,11 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 			shadow = append(shadow, i)
 		}
 	}
+	if len(enforced) == 0 && len(shadow) == 0 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
 	if len(shadow) == 0 {
 		return s.decideGroup(ctx, ds, enforced, blocked)
 	}
@@ -44,7 +50,44 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) error {
 	wg.Go(func() { shadowErr = s.decideGroup(ctx, ds, shadow, false) })
 	err := s.decideGroup(ctx, ds, enforced, blocked)
 	wg.Wait()
+	// One call failed, the other may have taken: the request fails, and
+	// is not undone.
+	switch {
+	case err == nil && shadowErr != nil && tookSome(ds, enforced):
+		shadowErr = fmt.Errorf("%w (%w)", shadowErr, driver.ErrPartlyApplied)
+	case err != nil && shadowErr == nil && tookSome(ds, shadow):
+		err = fmt.Errorf("%w (%w)", err, driver.ErrPartlyApplied)
+	}
 	return errors.Join(err, shadowErr)
+}
+
+// tookSome reports whether the descriptors at idx, decided together,
+// changed their keys, as driver.MultiDecider counts them: a charge or a
+// refund always does; takes do when none of them was denied; a take that
+// charges over the limit does when it did not fit.
+func tookSome(ds []descriptor, idx []int) bool {
+	denied := false
+	for _, i := range idx {
+		a, res := ds[i].asked, ds[i].res
+		switch {
+		case a.Act() == driver.Refund:
+		case a.N == 0:
+			denied = denied || res.Remaining < 0
+		default:
+			denied = denied || !res.Allowed
+		}
+	}
+	for _, i := range idx {
+		a := ds[i].asked
+		switch {
+		case a.N == 0:
+		case a.Act() != driver.Take || !denied:
+			return true
+		case a.ChargeOver && !ds[i].res.Allowed:
+			return true
+		}
+	}
+	return false
 }
 
 // decideGroup decides the descriptors at idx together: all of them take
@@ -55,8 +98,6 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 	if len(idx) == 0 {
 		return nil
 	}
-	start := time.Now()
-	defer func() { s.opts.Metrics.storeLatency(time.Since(start)) }()
 	reqs := make([]driver.Request, len(idx))
 	// A cost above what a rule can ever admit is denied without asking.
 	// When the request is denied so, or by a limit of 0, the descriptors

@@ -130,8 +130,11 @@ type DecideEntry struct {
 
 // DecideResponse is the answer of POST /v1/decide.
 type DecideResponse struct {
-	// Allowed is false when any descriptor is over its limit: then no
-	// descriptor took anything, but for charges and refunds.
+	// Allowed is false when a descriptor whose rule denies is over its
+	// limit: then no descriptor took anything, but for charges and
+	// refunds, and the rules that count over the limit. A rule in shadow
+	// or quota mode never denies: over its limit, its status says so in
+	// OverLimit, and Allowed stays true, as envoy's OK.
 	Allowed bool `json:"allowed"`
 	// RetryAfterMs is, when denied, the time until the request could
 	// pass, in milliseconds (the longest of its descriptors').
@@ -141,6 +144,8 @@ type DecideResponse struct {
 
 // DecideStatus is one descriptor's part of a DecideResponse.
 type DecideStatus struct {
+	// Allowed is false when the descriptor is over its limit and its
+	// rule denies.
 	Allowed bool `json:"allowed"`
 	// Rule names the rule that applied; empty when none did.
 	Rule string `json:"rule,omitempty"`
@@ -157,7 +162,15 @@ type DecideStatus struct {
 	RetryAfterMs int64   `json:"retry_after_ms"`
 	ResetAfterMs int64   `json:"reset_after_ms"`
 	Unlimited    bool    `json:"unlimited,omitempty"`
-	Shadow       bool    `json:"shadow,omitempty"`
+	// Shadow and QuotaMode say that the rule never denies: it is in
+	// shadow mode (shadow_mode, or -shadow), or in quota mode
+	// (quota_mode).
+	Shadow    bool `json:"shadow,omitempty"`
+	QuotaMode bool `json:"quota_mode,omitempty"`
+	// OverLimit reports a descriptor of such a rule over its limit, which
+	// Allowed does not: what envoy's quota mode reports in its dynamic
+	// metadata. RetryAfterMs is then the time until it is not.
+	OverLimit bool `json:"over_limit,omitempty"`
 }
 
 // serveDecide is the native POST /v1/decide.
@@ -249,7 +262,8 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 			out[i].Unlimited = true
 			continue
 		}
-		out[i].Shadow = r.shadow
+		out[i].Shadow, out[i].QuotaMode = r.shadow, r.cfg.QuotaMode
+		out[i].OverLimit = !r.enforced() && d.denied()
 		if l := st.GetCurrentLimit(); l != nil {
 			out[i].Limit = l.GetRequestsPerUnit()
 			out[i].Capacity = r.quotaOf(l).capacity
@@ -260,10 +274,10 @@ func (s *Service) decideDetailed(ctx context.Context, req *rlsv3.RateLimitReques
 		if d.decided && !fallback {
 			out[i].Remaining = d.res.Remaining
 			out[i].ResetAfterMs = ratelimitfield.Milliseconds(d.res.ResetAfter)
-			if !out[i].Allowed {
+			if !out[i].Allowed || out[i].OverLimit {
 				out[i].RetryAfterMs = ratelimitfield.Milliseconds(d.res.RetryAfter)
 			}
-		} else if r.block && !out[i].Allowed {
+		} else if r.block && (!out[i].Allowed || out[i].OverLimit) {
 			out[i].RetryAfterMs = ratelimitfield.Milliseconds(st.GetDurationUntilReset().AsDuration())
 		}
 	}

@@ -26,6 +26,7 @@ type Metrics struct {
 	shadow       *prometheus.CounterVec
 	storeSeconds prometheus.Histogram
 	storeErrors  prometheus.Counter
+	storePartial prometheus.Counter
 	generation   prometheus.Gauge
 	reloadErrors prometheus.Counter
 	lastReload   prometheus.Gauge
@@ -49,12 +50,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"domain", "rule"}),
 		storeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratekeeper_server_store_seconds",
-			Help:    "Time the store took to decide one request's descriptors.",
+			Help:    "Time the store took to decide one request's descriptors, observed once per request that asked it (its enforced and its shadow rules' calls together).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14),
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ratekeeper_server_store_errors_total",
 			Help: "Requests the store failed to decide.",
+		}),
+		storePartial: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_server_store_partly_applied_errors_total",
+			Help: "Requests the store failed to decide after some of their descriptors had taken or given back their hits, which are not undone (on a Redis Cluster, those of the masters that answered). Counted in store_errors_total too.",
 		}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratekeeper_server_config_generation",
@@ -77,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Refunds asked for where refunds are off, by domain and endpoint: is_negative_hits ignored (grpc, json), mode refund refused with 400 (decide).",
 		}, []string{"domain", "endpoint"}),
 	}
-	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.generation, m.reloadErrors, m.lastReload, m.panics, m.refunds)
+	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.storePartial, m.generation, m.reloadErrors, m.lastReload, m.panics, m.refunds)
 	return m
 }
 
@@ -239,9 +244,14 @@ func (m *Metrics) storeLatency(d time.Duration) {
 	}
 }
 
-func (m *Metrics) storeError() {
+// storeError counts a request the store failed to decide; partly: after
+// some of its descriptors had changed their keys.
+func (m *Metrics) storeError(partly bool) {
 	if m != nil {
 		m.storeErrors.Inc()
+		if partly {
+			m.storePartial.Inc()
+		}
 	}
 }
 

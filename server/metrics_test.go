@@ -9,6 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
@@ -108,4 +109,42 @@ func gather(t *testing.T, m *Metrics) string {
 // req is a request of descriptors in domain.
 func req(domain string, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 	return &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
+
+// storeObservations is how many times the store's time was observed.
+func storeObservations(t *testing.T, m *Metrics) uint64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.storeSeconds.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram().GetSampleCount()
+}
+
+// TestStoreSecondsOncePerRequest: ratekeeper_server_store_seconds is
+// observed once per request that asks the store, as its help says, also
+// when its enforced and shadow rules make two calls; a request that asks
+// nothing of the store is not observed.
+func TestStoreSecondsOncePerRequest(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	svc := newService(t, memstore.New(), testConfig, Options{Metrics: m})
+	user := unique(t)
+	for _, tc := range []struct {
+		what string
+		ds   []*ratelimitv3.RateLimitDescriptor
+		want uint64
+	}{
+		{"an enforced rule", []*ratelimitv3.RateLimitDescriptor{desc("user", user)}, 1},
+		{"a shadow rule", []*ratelimitv3.RateLimitDescriptor{desc("trial", user)}, 1},
+		{"enforced and shadow rules", []*ratelimitv3.RateLimitDescriptor{desc("user", user), desc("trial", user), desc("path", "/slow")}, 1},
+		{"no rule, and an unlimited one", []*ratelimitv3.RateLimitDescriptor{desc("nothing", user), desc("vip", user)}, 0},
+	} {
+		before := storeObservations(t, m)
+		if _, err := svc.Decide(t.Context(), req("test", tc.ds...)); err != nil {
+			t.Fatal(err)
+		}
+		if got := storeObservations(t, m) - before; got != tc.want {
+			t.Errorf("%s: %d observations, want %d", tc.what, got, tc.want)
+		}
+	}
 }

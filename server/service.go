@@ -224,7 +224,7 @@ func (s *Service) run(ctx context.Context, req *rlsv3.RateLimitRequest, endpoint
 		if errors.Is(err, driver.ErrTooManyRequests) {
 			return nil, nil, false, fmt.Errorf("%w: %w", errInvalidRequest, err)
 		}
-		s.opts.Metrics.storeError()
+		s.opts.Metrics.storeError(errors.Is(err, driver.ErrPartlyApplied))
 		s.errLog.log(s.opts.Logger, s.opts.Clock(), err)
 		if s.opts.OnStoreError == FailUnavailable || ctx.Err() != nil {
 			return nil, nil, false, storeError{err}

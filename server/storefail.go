@@ -7,6 +7,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // OnStoreError says how the service answers when its store fails.
@@ -76,10 +78,20 @@ func (s *Service) decideInBudget(ctx context.Context, ds []descriptor) error {
 	// A connection's read deadline, set to the budget's, may fire before
 	// the context's timer does: storeCtx may not have ended yet.
 	if err != nil && ctx.Err() == nil && (storeCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
-		return fmt.Errorf("the store did not answer within %v: %v", budget, err)
+		spent := fmt.Errorf("the store did not answer within %v: %v", budget, err)
+		if errors.Is(err, driver.ErrPartlyApplied) {
+			return partlyApplied{spent}
+		}
+		return spent
 	}
 	return err
 }
+
+// partlyApplied is an error that matches driver.ErrPartlyApplied, and no
+// other: its text says so already.
+type partlyApplied struct{ error }
+
+func (partlyApplied) Unwrap() error { return driver.ErrPartlyApplied }
 
 // storeBudget is how long the store may take to decide a request: the
 // lesser of StoreTimeout and three quarters of the caller's remaining

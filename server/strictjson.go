@@ -11,11 +11,17 @@ import (
 	"unicode/utf8"
 )
 
+// maxJSONDepth bounds the nesting of objects and arrays in a /v1/decide
+// body. A DecideRequest nests 4 levels deep; 64 leaves room, and keeps
+// the check's memory constant whatever the body holds.
+const maxJSONDepth = 64
+
 // checkJSON refuses what encoding/json would accept but a rate limit key
 // must not: invalid UTF-8 and unpaired surrogate escapes, which it turns
 // into U+FFFD (so that "a\xff" and "a\xfe" would share one counter); a
 // key twice in one object, where the last would win; and anything after
-// the value. POST /json refuses the same through protojson.
+// the value. POST /json refuses the same through protojson. It also
+// refuses objects and arrays nested more than maxJSONDepth levels deep.
 func checkJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return errors.New("the body is not valid UTF-8")
@@ -33,39 +39,55 @@ func checkJSON(body []byte) error {
 	return nil
 }
 
-// checkValue reads one value from dec, refusing objects with a key twice.
+// jsonLevel is an object or array open in checkValue.
+type jsonLevel struct {
+	object bool
+	// wantKey: the object's next token is a key (or its end).
+	wantKey bool
+	seen    map[string]bool // the object's keys so far
+}
+
+// checkValue reads one value from dec, refusing objects with a key twice
+// and nesting deeper than maxJSONDepth. It keeps the open levels in a
+// slice, not on the call stack, so that a body of a million '[' costs
+// no more than a flat one.
 func checkValue(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := k.(string)
-			if seen[key] {
+	var open []jsonLevel
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if n := len(open) - 1; n >= 0 && open[n].wantKey && tok != json.Delim('}') {
+			key, _ := tok.(string)
+			if open[n].seen[key] {
 				return fmt.Errorf("the key %q appears twice in one object", key)
 			}
-			seen[key] = true
-			if err := checkValue(dec); err != nil {
-				return err
+			if open[n].seen == nil {
+				open[n].seen = map[string]bool{}
 			}
+			open[n].seen[key] = true
+			open[n].wantKey = false
+			continue
 		}
-		_, err = dec.Token() // '}'
-	case json.Delim('['):
-		for dec.More() {
-			if err := checkValue(dec); err != nil {
-				return err
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(open) == maxJSONDepth {
+				return fmt.Errorf("objects and arrays nest more than %d levels deep", maxJSONDepth)
 			}
+			object := tok == json.Delim('{')
+			open = append(open, jsonLevel{object: object, wantKey: object})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			open = open[:len(open)-1]
 		}
-		_, err = dec.Token() // ']'
+		// A value ended: the object holding it, if any, wants a key next.
+		n := len(open) - 1
+		if n < 0 {
+			return nil
+		}
+		open[n].wantKey = open[n].object
 	}
-	return err
 }
 
 // checkEscapes refuses \u escapes of surrogates that do not pair.

@@ -154,7 +154,11 @@ type Rule struct {
 	// Shadow rules (shadow_mode) decide and count, but always answer OK.
 	Shadow bool
 	// QuotaMode (quota_mode) answers OK when over the limit, as envoy's
-	// does, reporting the violation in the response's dynamic metadata.
+	// does: the descriptor's status is OK, with its limit and what
+	// remains, and it denies nothing. Envoy also lists the violation in
+	// the response's dynamic metadata when RESPONSE_DYNAMIC_METADATA is
+	// set; ratekeeper-server writes no dynamic metadata, and reports the
+	// violation in /v1/decide's over_limit only.
 	QuotaMode bool
 	// CountOverLimit (count_over_limit) counts the rule's hits even when
 	// its request is denied: its descriptor is charged, and may go into a
