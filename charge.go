@@ -27,7 +27,7 @@ var ErrNoCharges = fmt.Errorf("ratekeeper: the store takes no charges or refunds
 // negative n, or one above MaxLimit, is an error wrapping ErrInvalidCost;
 // a Store that is not a driver.Charger fails with ErrNoCharges.
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Result, error) {
-	c, err := l.charger(key, n)
+	c, err := l.charger(ctx, key, n)
 	if err != nil {
 		return Result{}, err
 	}
@@ -47,7 +47,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Result, erro
 // changes nothing. The Result is that of a Peek after the refund. n = 0 is
 // Peek; the errors are Charge's.
 func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Result, error) {
-	c, err := l.charger(key, n)
+	c, err := l.charger(ctx, key, n)
 	if err != nil {
 		return Result{}, err
 	}
@@ -58,15 +58,21 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Result, erro
 	return ResultOf(l.spec, d)
 }
 
-// charger checks a charge's or a refund's input, and returns the Store's
-// Charger.
-func (l *Limiter) charger(key string, n int64) (driver.Charger, error) {
+// charger checks a charge's or a refund's input, gives back the key's
+// lease, if any, and returns the Store's Charger.
+func (l *Limiter) charger(ctx context.Context, key string, n int64) (driver.Charger, error) {
 	if err := driver.CheckCharge(key, l.spec, n); err != nil {
 		return nil, err
 	}
 	c, ok := l.store.(driver.Charger)
 	if !ok {
 		return nil, ErrNoCharges
+	}
+	if l.leases != nil {
+		// The key's whole state, this Limiter's lease given back.
+		if err := l.leases.giveBack(ctx, key); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }

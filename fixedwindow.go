@@ -167,7 +167,9 @@ func leaseFixedWindow(p driver.Params, st *state, now int64, req driver.LeaseReq
 	need := max(req.Min, 1)
 	var lease driver.Lease
 	if req.Want > 0 && count+need <= limit {
-		take := min(req.Want, limit-count)
+		// At most half of what is left, so that other holders and
+		// Limiters without leases find some of it too.
+		take := min(req.Want, max(req.Min, (limit-count)/2))
 		if take > req.Min {
 			lease = driver.Lease{Units: take - req.Min, Expires: min(now+req.TTL, start+p.Interval)}
 		}

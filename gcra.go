@@ -240,7 +240,9 @@ func leaseGCRA(p driver.Params, st *state, now int64, req driver.LeaseRequest) (
 	if allowed && req.Want > 0 {
 		take := req.Min
 		if !live.full() {
-			take = min(req.Want, floorDiv(now+tolerance-tat, interval))
+			// At most half of what fits, so that other holders and
+			// Limiters without leases find some of it too.
+			take = min(req.Want, max(req.Min, floorDiv(now+tolerance-tat, interval)/int64(len(live)+2)))
 		}
 		tat += take * interval
 		if take > req.Min {

@@ -150,6 +150,9 @@ type Limiter struct {
 	policy Policy
 	spec   *driver.ValidSpec
 	name   string
+
+	leaseOptions *Leases // WithLeases's, until New checks them
+	leases       *leaser // nil without leases
 }
 
 // Option configures a Limiter.
@@ -203,7 +206,25 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		return nil, asPolicyError(err)
 	}
 	l.spec, l.name = valid, spec.Name
+	if l.leaseOptions != nil {
+		if l.leases, err = newLeaser(store, valid, *l.leaseOptions); err != nil {
+			return nil, err
+		}
+		l.leaseOptions = nil
+	}
 	return l, nil
+}
+
+// Close gives back what the Limiter's leases hold (see WithLeases) and
+// stops their background work; the Limiter must not be used afterwards.
+// Without leases it does nothing. It returns the errors of the leases
+// that could not be given back: the store counts those until their TTL
+// ends.
+func (l *Limiter) Close() error {
+	if l.leases == nil {
+		return nil
+	}
+	return l.leases.close()
 }
 
 // Policy returns the limiter's policy.
@@ -233,23 +254,37 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, erro
 	if err := driver.CheckCost(l.spec, n); err != nil {
 		return Result{}, err
 	}
+	if l.leases != nil && n > 0 {
+		return l.leases.allow(ctx, key, n)
+	}
 	d, err := l.store.Decide(ctx, key, l.spec, n)
 	if err != nil {
 		return Result{}, err
 	}
-	return ResultOf(l.spec, d)
+	res, err := ResultOf(l.spec, d)
+	if err == nil && l.leases != nil {
+		res = l.leases.peek(key, res)
+	}
+	return res, err
 }
 
 // Peek reports key's current state without consuming anything. Allowed and
-// RetryAfter answer for a request of cost 1.
+// RetryAfter answer for a request of cost 1. With leases, Remaining
+// counts what this Limiter's lease of key holds, and a lease with units
+// left allows.
 func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 	return l.AllowN(ctx, key, 0)
 }
 
 // Reset forgets key's state, so it starts again at its full capacity.
+// With leases, it drops this Limiter's lease of key; other Limiters'
+// leases of key end within their TTL.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := driver.CheckKey(key); err != nil {
 		return err
+	}
+	if l.leases != nil {
+		l.leases.drop(key)
 	}
 	return l.store.Reset(ctx, key, l.spec)
 }

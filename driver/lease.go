@@ -64,6 +64,11 @@ type LeaseRequest struct {
 // count the units the new lease holds.
 type LeaseGrant struct {
 	Lease
+	// Lasts is how long the store counts the lease from the step on, in
+	// microseconds: Expires less the time of the step. A holder spends it
+	// for less than that from when it sent the step, so that it stops
+	// before the store does whatever the two clocks read.
+	Lasts int64
 	Decision
 }
 

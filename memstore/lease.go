@@ -26,7 +26,7 @@ func (s *Store) Lease(_ context.Context, key string, spec *driver.ValidSpec, req
 		if e == nil {
 			var st driver.State
 			lease, o := spec.Lease(&st, now, req)
-			g := driver.LeaseGrant{Lease: lease, Decision: driver.Decision{Outcome: o}}
+			g := grant(lease, o, now)
 			if !st.Live {
 				return g, nil // a fresh key keeps nothing that it did not take
 			}
@@ -57,8 +57,17 @@ func (s *Store) Lease(_ context.Context, key string, spec *driver.ValidSpec, req
 			}
 		}
 		e.mu.Unlock()
-		return driver.LeaseGrant{Lease: lease, Decision: driver.Decision{Outcome: o}}, nil
+		return grant(lease, o, now), nil
 	}
+}
+
+// grant is the LeaseGrant of a lease step made at now.
+func grant(lease driver.Lease, o driver.Outcome, now int64) driver.LeaseGrant {
+	g := driver.LeaseGrant{Lease: lease, Decision: driver.Decision{Outcome: o}}
+	if lease.Units > 0 {
+		g.Lasts = lease.Expires - now
+	}
+	return g
 }
 
 var _ driver.Leaser = (*Store)(nil)

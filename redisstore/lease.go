@@ -55,24 +55,24 @@ func (s *Store) Lease(ctx context.Context, key string, spec *driver.ValidSpec, r
 	return parseLease(spec, c.reply)
 }
 
-// parseLease reads lease.lua's reply: the lease's units and expiry, then
-// the four integers of a take.
+// parseLease reads lease.lua's reply: the lease's units, expiry and time
+// to expiry, then the four integers of a take.
 func parseLease(spec *driver.ValidSpec, reply any) (driver.LeaseGrant, error) {
 	fields, ok := reply.([]any)
-	if !ok || len(fields) != 6 {
+	if !ok || len(fields) != 7 {
 		return driver.LeaseGrant{}, fmt.Errorf("%w: %v", errReply, reply)
 	}
-	var lease [2]int64
+	var lease [3]int64
 	for i := range lease {
 		if lease[i], ok = fields[i].(int64); !ok || lease[i] < 0 || lease[i] >= 1<<53 {
 			return driver.LeaseGrant{}, fmt.Errorf("%w: %v", errReply, reply)
 		}
 	}
-	d, err := parseReply(spec, fields[2:])
+	d, err := parseReply(spec, fields[3:])
 	if err != nil {
 		return driver.LeaseGrant{}, err
 	}
-	return driver.LeaseGrant{Lease: driver.Lease{Units: lease[0], Expires: lease[1]}, Decision: d}, nil
+	return driver.LeaseGrant{Lease: driver.Lease{Units: lease[0], Expires: lease[1]}, Lasts: lease[2], Decision: d}, nil
 }
 
 var _ driver.Leaser = (*Store)(nil)

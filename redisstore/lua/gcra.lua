@@ -145,7 +145,11 @@ function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, b
   local units, expires = 0, 0
   if allowed == 1 and want > 0 then
     local take = least
-    if not holds_full(live) then take = math.min(want, math.floor((now + tolerance - tat) / interval)) end
+    if not holds_full(live) then
+      -- At most half of what fits, so that other holders and Limiters
+      -- without leases find some of it too.
+      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / (#(live or {}) + 2))))
+    end
     tat = tat + take * interval
     if take > least then
       units, expires = take - least, now + ttl

@@ -287,7 +287,9 @@ function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, l
   local need = math.max(least, 1)
   local units, expires = 0, 0
   if want > 0 and count + need <= limit then
-    local take = math.min(want, limit - count)
+    -- At most half of what is left, so that other holders and Limiters
+    -- without leases find some of it too.
+    local take = math.min(want, math.max(least, math.floor((limit - count) / 2)))
     if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
     count = count + take
     need, changed = 0, true
@@ -446,7 +448,11 @@ function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, b
   local units, expires = 0, 0
   if allowed == 1 and want > 0 then
     local take = least
-    if not holds_full(live) then take = math.min(want, math.floor((now + tolerance - tat) / interval)) end
+    if not holds_full(live) then
+      -- At most half of what fits, so that other holders and Limiters
+      -- without leases find some of it too.
+      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / (#(live or {}) + 2))))
+    end
     tat = tat + take * interval
     if take > least then
       units, expires = take - least, now + ttl

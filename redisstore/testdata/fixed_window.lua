@@ -184,7 +184,9 @@ function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, l
   local need = math.max(least, 1)
   local units, expires = 0, 0
   if want > 0 and count + need <= limit then
-    local take = math.min(want, limit - count)
+    -- At most half of what is left, so that other holders and Limiters
+    -- without leases find some of it too.
+    local take = math.min(want, math.max(least, math.floor((limit - count) / 2)))
     if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
     count = count + take
     need, changed = 0, true
