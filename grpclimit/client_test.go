@@ -91,3 +91,29 @@ func TestUnaryClientInterceptorAttempts(t *testing.T) {
 func retryInfo(d time.Duration) *errdetails.RetryInfo {
 	return &errdetails.RetryInfo{RetryDelay: durationpb.New(d)}
 }
+
+// TestPushback: grpc-go's own retry policy, told by a service config to
+// retry ResourceExhausted, waits for the grpc-retry-pushback-ms of a
+// denied call, and its retry gets through.
+func TestPushback(t *testing.T) {
+	t.Parallel()
+	const period = 300 * time.Millisecond
+	lim := newLimiter(t, memstore.New(), ratekeeper.GCRA{Rate: 1, Period: period, Burst: 1})
+	const config = `{"methodConfig": [{
+		"name": [{"service": "grpc.testing.TestService"}],
+		"retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.001s", "maxBackoff": "0.001s",
+			"backoffMultiplier": 1, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+	c := serve(t, &testServer{}, interceptors(lim), grpc.WithDefaultServiceConfig(config))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*period)
+	defer cancel()
+	if _, err := unary(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := unary(ctx, c); err != nil {
+		t.Fatalf("second call, retried by grpc-go: %v", err)
+	}
+	if d := time.Since(start); d < period/2 {
+		t.Errorf("served after %v: grpc-go did not wait for the pushback", d)
+	}
+}

@@ -57,9 +57,11 @@ func ExampleUnaryServerInterceptor() {
 
 	client := healthpb.NewHealthClient(cc)
 	for range 3 {
-		var header metadata.MD
-		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header))
-		fmt.Println(status.Code(err), header.Get("ratelimit"))
+		// An admitted call's fields come in its header; a denied one's,
+		// in its trailers.
+		var header, trailer metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		fmt.Println(status.Code(err), header.Get("ratelimit"), trailer.Get("ratelimit"))
 		for _, d := range status.Convert(err).Details() {
 			switch d := d.(type) {
 			case *errdetails.RetryInfo:
@@ -70,9 +72,9 @@ func ExampleUnaryServerInterceptor() {
 		}
 	}
 	// Output:
-	// OK ["fixed_window";r=1;t=3600]
-	// OK ["fixed_window";r=0;t=3600]
-	// ResourceExhausted ["fixed_window";r=0;t=3600]
+	// OK ["fixed_window";r=1;t=3600] []
+	// OK ["fixed_window";r=0;t=3600] []
+	// ResourceExhausted [] ["fixed_window";r=0;t=3600]
 	// retry in 1h0m0s
 	// quota of ip:127.0.0.1 exceeded
 }

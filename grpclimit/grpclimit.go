@@ -55,9 +55,9 @@ import (
 const DefaultStoreTimeout = 100 * time.Millisecond
 
 // The metadata keys the interceptors write: the rate limit fields of
-// httplimit, lower-cased as gRPC metadata is, in the response header, and
-// the pushback that grpc-go's retry policy reads in the trailers of a
-// denied call.
+// httplimit, lower-cased as gRPC metadata is, in the response header of
+// an admitted call; those, retry-after, and the pushback that grpc-go's
+// retry policy reads, in the trailers of a denied one.
 const (
 	PolicyMetadata     = "ratelimit-policy"
 	LimitMetadata      = "ratelimit"
@@ -74,15 +74,17 @@ const (
 //     response header and the decision in its context (ResultFromContext,
 //     Charge, Refund);
 //   - denied: codes.ResourceExhausted, with RetryInfo and QuotaFailure
-//     details, retry-after in the header and grpc-retry-pushback-ms in
-//     the trailers;
+//     details, and the fields, retry-after and grpc-retry-pushback-ms in
+//     its trailers: a denial sends no header (it is a Trailers-Only
+//     response), since grpc-go's retry policy, which waits for the
+//     pushback, retries no call whose header it received;
 //   - no key or an invalid cost: codes.InvalidArgument, or the status of
 //     the KeyFunc's or CostFunc's error if it has one;
 //   - the store failed: served, or codes.Unavailable with FailClosed;
 //   - exempt (WithExempt): served as it is, without a decision.
 //
-// The header fields are those of httplimit.Middleware, every time rounded
-// up to whole seconds:
+// The fields are those of httplimit.Middleware, every time rounded up to
+// whole seconds:
 //
 //	ratelimit-policy: "<name>";q=<Limit>;w=<Window, at least 1>
 //	ratelimit: "<name>";r=<Remaining, rounded down, at least 0>;t=<seconds>
@@ -299,14 +301,15 @@ func (in *interceptor) admit(ctx context.Context, method string, hs headerSetter
 		PolicyMetadata: {lf.policyField},
 		LimitMetadata:  {limitField(lf, res)},
 	}
-	if !res.Allowed && cost > 0 {
-		md[RetryAfterMetadata] = []string{ratelimitfield.RetryAfter(res.RetryAfter)}
-	}
-	_ = hs.SetHeader(md) // fails only once the header is sent, by an outer interceptor
 	if res.Allowed || cost == 0 {
+		_ = hs.SetHeader(md) // fails only once the header is sent, by an outer interceptor
 		return &decision{in: in, lim: lf, key: key, cost: cost, res: res}, nil
 	}
-	hs.SetTrailer(pushback(res))
+	// A denial is answered in the trailers alone (a Trailers-Only
+	// response): a client that received a header could not retry.
+	md[RetryAfterMetadata] = []string{ratelimitfield.RetryAfter(res.RetryAfter)}
+	md[PushbackMetadata] = pushback(res)[PushbackMetadata]
+	hs.SetTrailer(md)
 	return nil, in.denied(lf, key, res)
 }
 

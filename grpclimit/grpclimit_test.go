@@ -185,11 +185,14 @@ func TestUnaryServerInterceptor(t *testing.T) {
 		if got := trailer.Get("grpc-retry-pushback-ms"); !equal(got, []string{"5000"}) {
 			t.Errorf("grpc-retry-pushback-ms %q, want 5000", got)
 		}
-		if got := header.Get("retry-after"); !equal(got, []string{"5"}) {
+		if got := trailer.Get("retry-after"); !equal(got, []string{"5"}) {
 			t.Errorf("retry-after %q, want 5", got)
 		}
-		if got := header.Get("ratelimit"); !equal(got, []string{`"api";r=0;t=5`}) {
+		if got := trailer.Get("ratelimit"); !equal(got, []string{`"api";r=0;t=5`}) {
 			t.Errorf("denied: ratelimit %q", got)
+		}
+		if got := trailer.Get("ratelimit-policy"); !equal(got, []string{`"api";q=2;w=10`}) {
+			t.Errorf("denied: ratelimit-policy %q", got)
 		}
 	})
 }
@@ -296,12 +299,12 @@ func TestLimiters(t *testing.T) {
 			c := serve(t, &testServer{}, interceptors(def, opt, grpclimit.WithKeyFunc(grpclimit.MetadataKey("k"))))
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "k", name)
 			for i := range 4 {
-				var header metadata.MD
-				_, err := unary(ctx, c, grpc.Header(&header))
+				var header, trailer metadata.MD
+				_, err := unary(ctx, c, grpc.Header(&header), grpc.Trailer(&trailer))
 				if (err == nil) != (i < 3) {
 					t.Fatalf("unary call %d: %v", i, err)
 				}
-				if got := header.Get("ratelimit-policy"); !equal(got, []string{`"unary";q=3;w=3600`}) {
+				if got := append(header.Get("ratelimit-policy"), trailer.Get("ratelimit-policy")...); !equal(got, []string{`"unary";q=3;w=3600`}) {
 					t.Errorf("unary call %d: ratelimit-policy %q", i, got)
 				}
 			}
@@ -455,4 +458,30 @@ func failingLimiter(t *testing.T, hang bool) *ratekeeper.Limiter {
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { client.Close() })
 	return newLimiter(t, redisstore.New(client), ratekeeper.FixedWindow{Limit: 1, Window: time.Hour})
+}
+
+// TestStreamRefundOn: a stream that its handler ends with a code of
+// WithRefundOn gives its cost back; other streams keep it.
+func TestStreamRefundOn(t *testing.T) {
+	t.Parallel()
+	lim := newLimiter(t, memstore.New(), ratekeeper.FixedWindow{Limit: 10, Window: time.Hour})
+	c := serve(t, &testServer{}, interceptors(lim, grpclimit.WithRefundOn(codes.OK),
+		grpclimit.WithCostFunc(func(context.Context, string) (int64, error) { return 3, nil })))
+	ctx := context.Background()
+	s, err := c.StreamingInputCall(ctx)
+	if err == nil {
+		_, err = s.CloseAndRecv()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Peek(ctx, "ip:127.0.0.1"); err != nil || res.Remaining != 10 {
+		t.Errorf("after a stream ending OK: %+v, %v; want its 3 refunded", res, err)
+	}
+	if _, err := unary(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Peek(ctx, "ip:127.0.0.1"); err != nil || res.Remaining != 10 {
+		t.Errorf("after a unary call ending OK: %+v, %v; want its 3 refunded", res, err)
+	}
 }
