@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/grpclimit"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
@@ -28,6 +29,25 @@ func BenchmarkUnary(b *testing.B) {
 	b.Run("redisstore", func(b *testing.B) {
 		s := redisstore.New(redistest.Client(b), redisstore.WithKeyPrefix(redistest.Prefix(b)))
 		benchUnary(b, interceptors(newLimiter(b, s, roomy)))
+	})
+	b.Run("redisstore-no-timeout", func(b *testing.B) {
+		s := redisstore.New(redistest.Client(b), redisstore.WithKeyPrefix(redistest.Prefix(b)))
+		benchUnary(b, interceptors(newLimiter(b, s, roomy), grpclimit.WithStoreTimeout(0)))
+	})
+	// The decision alone, as the interceptor makes it (within the store
+	// timeout), for comparison.
+	b.Run("redisstore-decision", func(b *testing.B) {
+		s := redisstore.New(redistest.Client(b), redisstore.WithKeyPrefix(redistest.Prefix(b)))
+		lim := newLimiter(b, s, roomy)
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithTimeout(context.Background(), grpclimit.DefaultStoreTimeout)
+			_, err := lim.Allow(ctx, "ip:127.0.0.1")
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 
