@@ -53,7 +53,9 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 type CostFunc func(ctx context.Context, fullMethod string) (int64, error)
 
 // A LimiterFunc chooses the limiter of a call: nil means the
-// interceptor's own.
+// interceptor's own. Return limiters made once, not per call: the
+// interceptor writes each one's ratelimit-policy field once, and keeps
+// it for as long as the interceptor lives.
 type LimiterFunc func(ctx context.Context, fullMethod string) *ratekeeper.Limiter
 
 type config struct {
