@@ -15,6 +15,7 @@ check: lint
 	# master's key must meet its deadline while another master is down.
 	go test -count=1 -run '^TestClusterMasterDown$$/./^pipelined$$' ./internal/faults/
 	cd metrics && go test -race -count=1 ./...
+	cd grpclimit && go test -race -count=1 ./...
 	cd server && go test -race -count=1 -timeout 20m $$(go list ./... | grep -v /internal/envoyit)
 	# envoyproxy/ratelimit's own integration tests, against the built
 	# binary: their time is their own sleeps, which the race detector
@@ -30,6 +31,7 @@ lint:
 	go run $(STATICCHECK) ./...
 	cd e2e && go vet ./... && go run $(STATICCHECK) ./...
 	cd metrics && go vet ./... && go run $(STATICCHECK) ./...
+	cd grpclimit && go vet ./... && go run $(STATICCHECK) ./...
 	cd server && go vet ./... && go run $(STATICCHECK) ./...
 
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
@@ -95,7 +97,7 @@ screenshot:
 # points at the working tree's root module.
 .PHONY: tidy
 tidy:
-	for m in metrics server bench e2e; do \
+	for m in metrics grpclimit server bench e2e; do \
 		(cd $$m && go mod edit -replace=github.com/ratekeeper/ratekeeper@v0.1.0=../ && \
 			GOWORK=off go mod tidy; rc=$$?; \
 			go mod edit -dropreplace=github.com/ratekeeper/ratekeeper@v0.1.0; exit $$rc) || exit 1; \

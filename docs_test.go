@@ -248,22 +248,30 @@ func snippetFile(pkg, doc string, b snippetBlock) (string, error) {
 // snippetImports maps the package names that the docs' fragments use to
 // their import paths.
 var snippetImports = map[string]string{
-	"context":    "context",
-	"errors":     "errors",
-	"fmt":        "fmt",
-	"http":       "net/http",
-	"log":        "log",
-	"slog":       "log/slog",
-	"time":       "time",
-	"redis":      "github.com/redis/go-redis/v9",
-	"prometheus": "github.com/prometheus/client_golang/prometheus",
-	"ratekeeper": "github.com/ratekeeper/ratekeeper",
-	"httplimit":  "github.com/ratekeeper/ratekeeper/httplimit",
-	"memstore":   "github.com/ratekeeper/ratekeeper/memstore",
-	"redisstore": "github.com/ratekeeper/ratekeeper/redisstore",
-	"metrics":    "github.com/ratekeeper/ratekeeper/metrics",
-	"echo":       "github.com/labstack/echo/v4",
-	"gin":        "github.com/gin-gonic/gin",
+	"context":     "context",
+	"errors":      "errors",
+	"fmt":         "fmt",
+	"http":        "net/http",
+	"log":         "log",
+	"slog":        "log/slog",
+	"time":        "time",
+	"redis":       "github.com/redis/go-redis/v9",
+	"prometheus":  "github.com/prometheus/client_golang/prometheus",
+	"ratekeeper":  "github.com/ratekeeper/ratekeeper",
+	"httplimit":   "github.com/ratekeeper/ratekeeper/httplimit",
+	"memstore":    "github.com/ratekeeper/ratekeeper/memstore",
+	"redisstore":  "github.com/ratekeeper/ratekeeper/redisstore",
+	"metrics":     "github.com/ratekeeper/ratekeeper/metrics",
+	"grpclimit":   "github.com/ratekeeper/ratekeeper/grpclimit",
+	"grpc":        "google.golang.org/grpc",
+	"codes":       "google.golang.org/grpc/codes",
+	"status":      "google.golang.org/grpc/status",
+	"metadata":    "google.golang.org/grpc/metadata",
+	"errdetails":  "google.golang.org/genproto/googleapis/rpc/errdetails",
+	"credentials": "google.golang.org/grpc/credentials",
+	"ratelimit":   "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit",
+	"echo":        "github.com/labstack/echo/v4",
+	"gin":         "github.com/gin-gonic/gin",
 }
 
 // autoImports returns the import declaration that code's qualified names
@@ -377,9 +385,13 @@ func writeSnippetModule(dir string) error {
 		}
 		mod.WriteString(line)
 	}
-	fmt.Fprintf(&mod, "\nrequire github.com/ratekeeper/ratekeeper/metrics v0.1.0\n")
+	// The nested modules the docs show are replaced by their directories,
+	// whose go.mod files bring their dependencies (gRPC for grpclimit).
 	fmt.Fprintf(&mod, "\nreplace github.com/ratekeeper/ratekeeper => %s\n", root)
-	fmt.Fprintf(&mod, "\nreplace github.com/ratekeeper/ratekeeper/metrics => %s\n", filepath.Join(root, "metrics"))
+	for _, nested := range []string{"metrics", "grpclimit"} {
+		fmt.Fprintf(&mod, "\nrequire github.com/ratekeeper/ratekeeper/%s v0.1.0\n", nested)
+		fmt.Fprintf(&mod, "\nreplace github.com/ratekeeper/ratekeeper/%s => %s\n", nested, filepath.Join(root, nested))
+	}
 	for path, src := range snippetStubs {
 		stub := filepath.Join(dir, "stub", strings.ReplaceAll(path, "/", "_"))
 		if err := os.MkdirAll(stub, 0o755); err != nil {
@@ -398,7 +410,7 @@ func writeSnippetModule(dir string) error {
 		fmt.Fprintf(&mod, "\nrequire %s %s\n\nreplace %s => %s\n", path, version, path, stub)
 	}
 	var sum []byte
-	for _, f := range []string{"go.sum", "metrics/go.sum"} {
+	for _, f := range []string{"go.sum", "metrics/go.sum", "grpclimit/go.sum"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			return err

@@ -199,3 +199,63 @@ func ExampleFailurePolicy() {
 	// 200 hello
 	// 503 {"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter is unavailable."}
 }
+
+// A client that stays under a remote API's quota of 10 requests a
+// second: every request waits for its share of the limiter, which a
+// fleet shares over Redis (here, in memory). A request whose context
+// ends first is not sent.
+func ExampleTransport() {
+	api := httptest.NewServer(hello)
+	defer api.Close()
+	lim, err := ratekeeper.New(memstore.New(), ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: httplimit.Transport(lim, http.DefaultTransport, httplimit.PerHost())}
+
+	start := time.Now()
+	for range 3 {
+		resp, err := client.Get(api.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	fmt.Println("3 requests, at least 200ms:", time.Since(start) >= 200*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL, nil)
+	_, err = client.Do(req)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// 3 requests, at least 200ms: true
+	// true
+}
+
+// With WithRetryAfterCharge, a 429 with Retry-After: 2 drains the shared
+// key for 2 seconds: no process of the fleet sends before then.
+func ExampleWithRetryAfterCharge() {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer api.Close()
+	now := time.Now()
+	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
+	lim, err := ratekeeper.New(store, ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: httplimit.Transport(lim, nil,
+		httplimit.FixedKey("partner-api"), httplimit.WithRetryAfterCharge())}
+	resp, err := client.Get(api.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	res, _ := lim.Peek(context.Background(), "partner-api")
+	fmt.Println(resp.StatusCode, "next request in", res.RetryAfter)
+	// Output:
+	// 429 next request in 2s
+}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/ratekeeper/ratekeeper/internal/clientip"
 )
 
 var fuzzTrusted = []string{"10.0.0.0/8", "2001:db8:ffff::/48"}
@@ -40,7 +42,7 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("garbage", "[1.2.3.4]:99999", "1.2.3.4:", "proto=https")
 	key := ClientIP(fuzzTrusted...)
 	trusts := func(remote string) bool {
-		peer, err := parseNode(remote)
+		peer, err := clientip.ParseNode(remote)
 		if err != nil {
 			return false
 		}
@@ -99,7 +101,6 @@ func FuzzForwarded(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		forwardedFor(line)
 		if got, err := key(request("10.0.0.1:1", http.Header{"Forwarded": {line}})); err == nil {
 			checkKey(t, got)
 		}

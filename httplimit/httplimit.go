@@ -20,6 +20,10 @@
 //
 // The middleware is a func(http.Handler) http.Handler, so chi's and
 // gorilla/mux's Use take it as it is.
+//
+// For outbound requests, Transport keeps an http.Client under a limiter
+// that a fleet shares: each request waits for its turn, so that together
+// the processes stay under a third party's limit.
 package httplimit
 
 import (

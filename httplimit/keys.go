@@ -1,12 +1,12 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"net/textproto"
 	"strings"
+
+	"github.com/ratekeeper/ratekeeper/internal/clientip"
 )
 
 // A KeyFunc returns the rate limit key of a request: requests with the same
@@ -39,7 +39,7 @@ func HeaderKey(name string) KeyFunc {
 // DefaultIPv6Prefix is the length of the prefix that IPv6 clients are keyed
 // on: one /64 is one subscriber's network, with 2^64 addresses to rotate
 // through.
-const DefaultIPv6Prefix = 64
+const DefaultIPv6Prefix = clientip.DefaultIPv6Prefix
 
 // ClientIPConfig configures NewClientIP.
 type ClientIPConfig struct {
@@ -95,177 +95,36 @@ func ClientIP(trustedProxies ...string) KeyFunc {
 // NewClientIP returns a KeyFunc like ClientIP's, configured by cfg, or an
 // error if cfg is invalid.
 func NewClientIP(cfg ClientIPConfig) (KeyFunc, error) {
-	c := &clientIP{bits: DefaultIPv6Prefix, header: "X-Forwarded-For"}
-	if cfg.IPv6Prefix != 0 {
-		if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
-			return nil, fmt.Errorf("httplimit: IPv6 prefix length %d is not between 1 and 128", cfg.IPv6Prefix)
-		}
-		c.bits = cfg.IPv6Prefix
-	}
-	for _, s := range cfg.TrustedProxies {
-		p, err := parseTrusted(s)
-		if err != nil {
-			return nil, err
-		}
-		c.trusted = append(c.trusted, p)
-	}
+	header := "X-Forwarded-For"
 	if cfg.Header != "" {
-		for i := 0; i < len(cfg.Header); i++ {
-			if !isTchar(cfg.Header[i]) {
-				return nil, fmt.Errorf("httplimit: forwarding header %q is not a header name", cfg.Header)
-			}
+		if !clientip.IsToken(cfg.Header) {
+			return nil, fmt.Errorf("httplimit: forwarding header %q is not a header name", cfg.Header)
 		}
-		c.header = textproto.CanonicalMIMEHeaderKey(cfg.Header)
+		header = textproto.CanonicalMIMEHeaderKey(cfg.Header)
 	}
+	res, err := clientip.New(cfg.TrustedProxies, cfg.IPv6Prefix, header == "Forwarded")
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	c := &clientIP{res: res, header: header}
 	return c.key, nil
 }
 
-func parseTrusted(s string) (netip.Prefix, error) {
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
-		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return p, fmt.Errorf("httplimit: trusted proxy %q is not a CIDR: %w", s, err)
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return p, fmt.Errorf("httplimit: trusted proxy %q is not an IP address: %w", s, err)
-		}
-		a = a.WithZone("")
-		p = netip.PrefixFrom(a, a.BitLen())
-	}
-	p = p.Masked()
-	if a := p.Addr(); a.Is6() && p.Bits() >= 96 {
-		// Peers are unwrapped before they are compared.
-		if u := unwrap(a); u.Is4() {
-			p = netip.PrefixFrom(u, p.Bits()-96)
-		}
-	}
-	return p, nil
-}
-
 type clientIP struct {
-	trusted []netip.Prefix
-	header  string // canonical
-	bits    int    // of IPv6 keys
+	res    *clientip.Resolver
+	header string // canonical
 }
 
 func (c *clientIP) key(r *http.Request) (string, error) {
-	addr, err := parseNode(r.RemoteAddr)
+	peer, err := clientip.ParseNode(r.RemoteAddr)
 	if err != nil {
 		return "", fmt.Errorf("httplimit: peer address (RemoteAddr) %q: %w", r.RemoteAddr, err)
 	}
-	if c.trusts(addr) {
-		if addr, err = c.forwarded(r.Header, addr); err != nil {
-			return "", err
-		}
-	}
-	if addr.Is6() && c.bits < 128 {
-		p, _ := addr.Prefix(c.bits) // cannot fail: 1 <= bits < 128
-		return "ip:" + p.String(), nil
-	}
-	return "ip:" + addr.String(), nil
-}
-
-func (c *clientIP) trusts(a netip.Addr) bool {
-	for _, p := range c.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// forwarded returns the client that a trusted peer forwarded the request
-// for, or the peer itself if it forwarded nothing.
-func (c *clientIP) forwarded(h http.Header, peer netip.Addr) (netip.Addr, error) {
-	w := walk{trusts: c.trusts}
-	var err error
-	if c.header == "Forwarded" {
-		err = w.forwarded(h[c.header])
-	} else {
-		err = w.list(h[c.header])
-	}
+	addr, err := c.res.Client(peer, func() []string { return r.Header[c.header] })
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("httplimit: %s: %w", c.header, err)
+		return "", fmt.Errorf("httplimit: %s: %w", c.header, err)
 	}
-	if !w.addr.IsValid() {
-		return peer, nil
-	}
-	return w.addr, nil
-}
-
-// parseNode parses a client address as RemoteAddr and the forwarding
-// headers write it: an IP address, with or without a port
-// ("192.0.2.1:443", "[2001:db8::1]:443", "2001:db8::1", "[2001:db8::1]").
-// It drops zones and unwraps IPv4 addresses embedded in IPv6 ones, so
-// that one client has one form.
-func parseNode(s string) (netip.Addr, error) {
-	host, port, hasPort := s, "", false
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
-		}
-		host = s[1:end]
-		if rest := s[end+1:]; rest != "" {
-			if rest[0] != ':' {
-				return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
-			}
-			port, hasPort = rest[1:], true
-		}
-	} else if strings.Count(s, ":") == 1 { // IPv4 with a port; IPv6 has more colons
-		host, port, hasPort = strings.Cut(s, ":")
-	}
-	switch {
-	case host == "":
-		return netip.Addr{}, errors.New("no client address")
-	case strings.EqualFold(host, "unknown"):
-		return netip.Addr{}, errors.New(`the client address is "unknown"`)
-	case host[0] == '_':
-		return netip.Addr{}, fmt.Errorf("the client address %q is obfuscated", host)
-	case hasPort && !validPort(port):
-		return netip.Addr{}, fmt.Errorf("%q has an invalid port", s)
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
-	}
-	return unwrap(a.WithZone("")), nil
-}
-
-var (
-	nat64  = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052's well-known prefix
-	compat = netip.MustParsePrefix("::/96")        // IPv4-compatible, RFC 4291
-)
-
-// unwrap returns the IPv4 address that an IPv6 address without a zone
-// carries, if it is IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d)
-// or IPv4-compatible (::a.b.c.d, but not :: or ::1), and a otherwise.
-// Keyed on their /64, all the IPv4 clients seen in one of these forms
-// would share one bucket.
-func unwrap(a netip.Addr) netip.Addr {
-	switch {
-	case a.Is4In6():
-		return a.Unmap()
-	case nat64.Contains(a), compat.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
-		b := a.As16()
-		return netip.AddrFrom4([4]byte(b[12:]))
-	}
-	return a
-}
-
-// validPort accepts a port number, or an obfuscated port of RFC 7239
-// ("_" followed by letters, digits, ".", "_" or "-").
-func validPort(p string) bool {
-	if p == "" {
-		return false
-	}
-	if p[0] == '_' {
-		return len(p) > 1 && strings.Trim(p[1:], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
-	}
-	return len(p) <= 5 && strings.Trim(p, "0123456789") == ""
+	return c.res.Key(addr), nil
 }
 
 // PerRoute returns a KeyFunc that keys each request on key's key and the

@@ -1,4 +1,4 @@
-package httplimit
+package clientip
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ type walk struct {
 }
 
 func (w *walk) visit(node string) error {
-	a, err := parseNode(node)
+	a, err := ParseNode(node)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (w *walk) forwarded(lines []string) error {
 // forwardedFor returns the for= value of each element of a Forwarded field
 // line (RFC 7239), "" for an element without one. Unquoted values run to
 // the next delimiter, since some proxies write IPv6 addresses unquoted;
-// parseNode checks them later.
+// ParseNode checks them later.
 func forwardedFor(line string) ([]string, error) {
 	var nodes []string
 	s := line
@@ -150,4 +150,18 @@ func isTchar(c byte) bool {
 		return true
 	}
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// IsToken reports whether s is an HTTP token (RFC 9110), such as a header
+// name.
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
 }
