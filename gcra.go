@@ -101,7 +101,7 @@ func stepGCRA(p driver.Params, st *state, now, n int64, mode driver.Mode) outcom
 		tat = next
 		gcraKeep(st, now, tat, live)
 	}
-	return gcraOutcome(p, now, tat, next, allowed, live)
+	return gcraOutcome(p, now, tat, want(n), allowed, live)
 }
 
 // gcraAt returns the theoretical arrival time at now, and the holds still
@@ -149,19 +149,38 @@ func gcraReset(interval, tat int64, live holds) int64 {
 	return tat
 }
 
-// gcraOutcome is the Outcome at theoretical arrival time tat of a request
-// that would move it to next. Remaining is below zero by a debt (or while
-// a clock gone back keeps tat further ahead).
-func gcraOutcome(p driver.Params, now, tat, next int64, allowed bool, live holds) outcome {
+// gcraOutcome is the Outcome at theoretical arrival time tat, with the
+// live holds, of a request of cost need. Remaining is below zero by a debt
+// (or while a clock gone back keeps tat further ahead).
+func gcraOutcome(p driver.Params, now, tat, need int64, allowed bool, live holds) outcome {
 	interval, tolerance := p.Interval, p.Capacity*p.Interval
 	var retryAfter int64
 	if !allowed {
-		retryAfter = next - tolerance - now
+		retryAfter = gcraRetry(p, now, tat, need, live) - now
 	}
 	// At most gcraMaxDebt below zero: a clock gone back may put tat
 	// further ahead than any debt.
 	remaining := max(floorDiv(tolerance-(tat-now), interval), -gcraMaxDebt(p))
 	return outcome{Allowed: allowed, Remaining: remaining * unit, RetryAfter: retryAfter, ResetAfter: gcraReset(interval, tat, live) - now}
+}
+
+// gcraRetry returns the earliest time at which a request of cost need
+// could pass, on a key at theoretical arrival time tat with the live
+// holds: once tat has come within the tolerance, and enough holds have
+// expired for need to fit beside the others, each expired one having held
+// its units until it expired.
+func gcraRetry(p driver.Params, now, tat, need int64, live holds) int64 {
+	interval, tolerance := p.Interval, p.Capacity*p.Interval
+	held, from := live.units(), now
+	for _, x := range live {
+		if at := max(from, tat+need*interval-tolerance); held <= p.Capacity-need && at < x.expires {
+			return at
+		}
+		tat = max(tat, x.expires+held*interval)
+		held -= x.units
+		from = x.expires
+	}
+	return max(from, tat+need*interval-tolerance)
 }
 
 // gcraMaxDebt is the largest debt of a GCRA key, in requests: what it
@@ -216,8 +235,7 @@ func gcraBack(p driver.Params, now, tat, n int64, live holds) int64 {
 // gcraPeek is the Outcome at theoretical arrival time tat of a peek, a
 // request of cost 1 that takes nothing: what a charge or a refund reports.
 func gcraPeek(p driver.Params, now, tat int64, live holds) outcome {
-	next := tat + p.Interval
-	return gcraOutcome(p, now, tat, next, next-now <= p.Capacity*p.Interval, live)
+	return gcraOutcome(p, now, tat, 1, tat+p.Interval-now <= p.Capacity*p.Interval, live)
 }
 
 // leaseGCRA is the lease step (driver.Algorithm.Lease): req.Back's unused
@@ -242,17 +260,17 @@ func leaseGCRA(p driver.Params, st *state, now int64, req driver.LeaseRequest) (
 		if !live.full() {
 			// At most half of what fits, so that other holders and
 			// Limiters without leases find some of it too.
-			take = min(req.Want, max(req.Min, floorDiv(now+tolerance-tat, interval)/int64(len(live)+2)))
+			take = min(req.Want, max(req.Min, floorDiv(now+tolerance-tat, interval)/2))
 		}
 		tat += take * interval
 		if take > req.Min {
 			lease = driver.Lease{Units: take - req.Min, Expires: now + req.TTL}
 			live = live.with(lease.Expires, lease.Units)
 		}
-		next, changed = tat, true
+		changed = true
 	}
 	if changed {
 		gcraKeep(st, now, tat, live)
 	}
-	return lease, gcraOutcome(p, now, tat, next, allowed, live)
+	return lease, gcraOutcome(p, now, tat, need, allowed, live)
 }

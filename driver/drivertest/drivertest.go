@@ -100,6 +100,7 @@ var cases = []struct {
 	{"AllChargeRetryAfter", (*suite).testAllChargeRetryAfter},
 	{"PeekForgetsNothing", (*suite).testPeekForgetsNothing},
 	{"LeaseEquivalence", (*suite).testLeaseEquivalence},
+	{"LeaseRetryAfter", (*suite).testLeaseRetryAfter},
 }
 
 // forEachStore runs f on a fresh store, and a clock at start that it

@@ -144,3 +144,37 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 		t.Fatalf("seed %d: %+v: the random steps do not exercise the leases of %+v", seed, counts, pc.policy)
 	}
 }
+
+// testLeaseRetryAfter: while a lease holds part of a GCRA's burst, a
+// request that fits only beside less than it holds waits for the lease to
+// expire, and its RetryAfter says so, exactly.
+func (ts *suite) testLeaseRetryAfter(t *testing.T) {
+	ts.forEachStore(t, func(t *testing.T, clock *testutil.Clock, store ratekeeper.Store) {
+		leaser, ok := store.(driver.Leaser)
+		if !ok {
+			t.Skip("the store is no driver.Leaser: it takes no leases")
+		}
+		ctx := context.Background()
+		lim := newLimiter(t, store, ratekeeper.GCRA{Rate: 10, Period: time.Second, Burst: 10})
+		forget(t, lim, "k")
+		// Half of the 10 that fit: 1 for the request, 4 held for a second.
+		g, err := leaser.Lease(ctx, "k", lim.Spec(), driver.LeaseRequest{Want: 10, Min: 1, TTL: time.Second.Microseconds()})
+		if err != nil || !g.Allowed || g.Units != 4 || g.Lasts != time.Second.Microseconds() {
+			t.Fatalf("lease of up to 10 = %+v, %v; want 4 held for 1s", g, err)
+		}
+		// 5 of 10 are taken, 4 of them held: 7 fits only once the hold
+		// has expired (at 1s) and the 5 have drained to 3 (at 1.1s).
+		res, err := lim.AllowN(ctx, "k", 7)
+		if err != nil || res.Allowed || res.RetryAfter != 1100*time.Millisecond || res.Remaining != 5 {
+			t.Fatalf("AllowN(7) beside the lease = %+v, %v; want denied for 1.1s, 5 left", res, err)
+		}
+		clock.Advance(res.RetryAfter - time.Microsecond)
+		if res, err := lim.AllowN(ctx, "k", 7); err != nil || res.Allowed {
+			t.Fatalf("AllowN(7) a µs before its RetryAfter = %+v, %v; want denied", res, err)
+		}
+		clock.Advance(time.Microsecond)
+		if res, err := lim.AllowN(ctx, "k", 7); err != nil || !res.Allowed {
+			t.Fatalf("AllowN(7) at its RetryAfter = %+v, %v; want allowed", res, err)
+		}
+	})
+}

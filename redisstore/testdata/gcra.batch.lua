@@ -216,12 +216,29 @@ local function gcra_reset(interval, tat, live)
   return tat
 end
 
--- gcra_outcome is the answer at tat for a request that would move it to
--- next_tat; remaining is below zero by a debt.
-local function gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+-- gcra_retry returns the earliest time at which a request of cost need
+-- could pass, at tat with the live holds: once tat has come within the
+-- tolerance, and enough holds have expired for need to fit beside the
+-- others, each expired one having held its units until it expired.
+local function gcra_retry(now, tat, need, burst, interval, live)
+  local tolerance = burst * interval
+  local held, from = holds_units(live), now
+  for _, h in ipairs(live or {}) do
+    local at = math.max(from, tat + need * interval - tolerance)
+    if held <= burst - need and at < h[1] then return at end
+    tat = math.max(tat, h[1] + held * interval)
+    held = held - h[2]
+    from = h[1]
+  end
+  return math.max(from, tat + need * interval - tolerance)
+end
+
+-- gcra_outcome is the answer at tat, with the live holds, for a request
+-- of cost need; remaining is below zero by a debt.
+local function gcra_outcome(allowed, tat, need, now, burst, interval, live)
   local tolerance = burst * interval
   local retry_after = 0
-  if allowed == 0 then retry_after = next_tat - tolerance - now end
+  if allowed == 0 then retry_after = gcra_retry(now, tat, need, burst, interval, live) - now end
   -- Below zero by a debt, at most gcra_max_debt (or while a clock gone
   -- back keeps tat further ahead).
   local remaining = math.max(math.floor((tolerance - (tat - now)) / interval), -gcra_max_debt(interval))
@@ -231,10 +248,9 @@ end
 -- gcra_peek is the answer at tat for a peek, a request of cost 1 that
 -- takes nothing: what a charge or a refund reports.
 local function gcra_peek(tat, now, burst, interval, live)
-  local next_tat = tat + interval
   local allowed = 0
-  if next_tat - now <= burst * interval then allowed = 1 end
-  return gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+  if tat + interval - now <= burst * interval then allowed = 1 end
+  return gcra_outcome(allowed, tat, 1, now, burst, interval, live)
 end
 
 -- gcra_keep writes tat and the live holds, to expire when the key is full
@@ -267,7 +283,7 @@ function algorithms.gcra(key, take, n, now, slack, burst, _, interval)
     allowed = 1
     if take then tat = next_tat end
   end
-  local a, r, t, z = gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+  local a, r, t, z = gcra_outcome(allowed, tat, need, now, burst, interval, live)
   if allowed == 1 and take then gcra_keep(key, now, tat, live, z, slack) end
   return a, r, t, z
 end
@@ -321,16 +337,16 @@ function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, b
     if not holds_full(live) then
       -- At most half of what fits, so that other holders and Limiters
       -- without leases find some of it too.
-      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / (#(live or {}) + 2))))
+      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / 2)))
     end
     tat = tat + take * interval
     if take > least then
       units, expires = take - least, now + ttl
       live = holds_with(live, expires, units)
     end
-    next_tat, changed = tat, true
+    changed = true
   end
-  local a, r, t, z = gcra_outcome(allowed, tat, next_tat, now, burst, interval, live)
+  local a, r, t, z = gcra_outcome(allowed, tat, need, now, burst, interval, live)
   if changed then gcra_keep(key, now, tat, live, z, slack) end
   return units, expires, a, r, t, z
 end
