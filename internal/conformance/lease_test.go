@@ -33,10 +33,10 @@ type leaseCase struct {
 	bound  func(adm []admission) (worst string, over int64)
 }
 
-// gcraBound checks every window [lo_i, hi_j] of the admissions against a
-// GCRA of burst b and emission interval t: at most b + ⌊(hi_j − lo_i)/t⌋,
-// counting only the admissions surely inside it.
-func gcraBound(b, t int64) func([]admission) (string, int64) {
+// spanBound checks every window [lo_i, hi_j] of the admissions against
+// most(hi_j − lo_i), the most a policy admits in such a span, counting
+// only the admissions surely inside it.
+func spanBound(most func(d int64) int64) func([]admission) (string, int64) {
 	return func(adm []admission) (string, int64) {
 		byHi := slices.Clone(adm)
 		slices.SortFunc(byHi, func(x, y admission) int { return int(x.hi - y.hi) })
@@ -49,7 +49,7 @@ func gcraBound(b, t int64) func([]admission) (string, int64) {
 					continue
 				}
 				n++
-				if excess := n - (b + (x.hi-a.lo)/t); excess > over {
+				if excess := n - most(x.hi-a.lo); excess > over {
 					over, worst = excess, fmt.Sprintf("%d admitted within [%d, %d]µs", n, a.lo, x.hi)
 				}
 			}
@@ -80,7 +80,12 @@ func windowBound(limit, w int64) func([]admission) (string, int64) {
 }
 
 var leaseCases = []leaseCase{
-	{"gcra2000ps_b50", ratekeeper.GCRA{Rate: 2000, Period: sec, Burst: 50}, 2000, gcraBound(50, 500)},
+	// A burst of 50, then one every 500µs.
+	{"gcra2000ps_b50", ratekeeper.GCRA{Rate: 2000, Period: sec, Burst: 50}, 2000,
+		spanBound(func(d int64) int64 { return 50 + d/500 })},
+	// 50, then 20 at each refill: at most d/10ms + 1 refills in d.
+	{"tb50_20per10ms", ratekeeper.TokenBucket{Capacity: 50, RefillRate: 20, RefillInterval: 10 * ms}, 2000,
+		spanBound(func(d int64) int64 { return 50 + 20*(d/10_000+1) })},
 	{"fwa200per100ms", ratekeeper.FixedWindow{Limit: 200, Window: 100 * ms, Aligned: true}, 2000, windowBound(200, 100_000)},
 }
 
