@@ -52,7 +52,7 @@ const (
 // lease ends, and on Close; a holder that crashes costs at most its
 // lease, until its TTL ends in the store.
 //
-// GCRA and FixedWindow take leases. The other policies, and All, make
+// TokenBucket, GCRA and FixedWindow take leases. The other policies, and All, make
 // New fail with a *PolicyError that says why; so does a TTL out of range.
 // The store must take leases (a driver.Leaser: memstore and redisstore
 // do), or New fails with an error matching ErrNoLeases.
@@ -91,7 +91,7 @@ func newLeaser(store Store, spec *driver.ValidSpec, o Leases) (*leaser, error) {
 	if o.MaxKeys == 0 {
 		o.MaxKeys = DefaultLeaseKeys
 	}
-	le := &leaser{store: ls, spec: spec, ttl: o.TTL, maxKeys: o.MaxKeys,
+	le := &leaser{store: ls, spec: spec, ttl: o.TTL, maxKeys: o.MaxKeys, now: time.Now,
 		keys: make(map[string]*keyLease), stop: make(chan struct{}), done: make(chan struct{})}
 	go le.loop()
 	return le, nil
@@ -114,6 +114,9 @@ type leaser struct {
 	spec    *driver.ValidSpec
 	ttl     time.Duration
 	maxKeys int
+	// now reads the holder's clock: only the time between two readings
+	// matters, never how it compares with the store's.
+	now func() time.Time
 
 	mu      sync.Mutex
 	keys    map[string]*keyLease
@@ -208,7 +211,7 @@ func (le *leaser) forget(key string, kl *keyLease) {
 // new lease when it is spent or over.
 func (le *leaser) allow(ctx context.Context, key string, n int64) (Result, error) {
 	for {
-		now := time.Now()
+		now := le.now()
 		kl := le.get(key, now)
 		kl.mu.Lock()
 		if kl.gone {
@@ -270,7 +273,7 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 	kl.lease, kl.left = driver.Lease{}, 0
 	kl.mu.Unlock()
 
-	sent := time.Now()
+	sent := le.now()
 	g, err := le.store.Lease(ctx, key, le.spec, req)
 	var res Result
 	if err == nil {
@@ -331,7 +334,7 @@ func (le *leaser) peek(key string, res Result) Result {
 		return res
 	}
 	kl.mu.Lock()
-	if time.Now().Before(kl.deadline) && kl.left > 0 {
+	if le.now().Before(kl.deadline) && kl.left > 0 {
 		res.Remaining += float64(kl.left)
 		res.Allowed, res.RetryAfter = true, 0
 	}
@@ -393,14 +396,15 @@ func (le *leaser) loop() {
 		case <-le.stop:
 			return
 		case <-tick.C:
-			le.sweep(time.Now())
+			le.sweep()
 		}
 	}
 }
 
 // sweep gives back what is due, as loop says.
-func (le *leaser) sweep(now time.Time) {
+func (le *leaser) sweep() {
 	le.mu.Lock()
+	now := le.now()
 	for key, kl := range le.keys {
 		kl.mu.Lock()
 		idle := kl.renewing == nil && now.Sub(kl.used) > le.ttl
@@ -454,5 +458,5 @@ func (le *leaser) close() error {
 	}
 	le.closed = true
 	le.mu.Unlock()
-	return le.giveBackAll(pending, time.Now())
+	return le.giveBackAll(pending, le.now())
 }
