@@ -161,3 +161,29 @@ func ExampleLimiter_Refund() {
 	// 85
 	// 100
 }
+
+// A hot key decided in process from leases: the store sees a lease step
+// per lease, not a call per request, and the key's bound is kept across
+// every Limiter that shares it.
+func ExampleWithLeases() {
+	store := memstore.New()
+	defer store.Close()
+	lim, err := ratekeeper.New(store,
+		ratekeeper.GCRA{Rate: 1000, Period: time.Second, Burst: 100},
+		ratekeeper.WithLeases(ratekeeper.Leases{TTL: 50 * time.Millisecond}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lim.Close() // gives back what its leases hold
+
+	ctx := context.Background()
+	allowed := 0
+	for range 60 {
+		if res, err := lim.Allow(ctx, "global:api"); err == nil && res.Allowed {
+			allowed++
+		}
+	}
+	fmt.Println("allowed:", allowed)
+	// Output: allowed: 60
+}
