@@ -49,7 +49,7 @@ func init() {
 		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
 			return LeakyBucket{Capacity: burst, LeakRate: float64(n) / period.Seconds()}
 		},
-	}, LeakyBucket{}, driver.Algorithm{Check: checkLeakyBucket, Step: stepLeakyBucket, Short: "lb"})
+	}, LeakyBucket{}, driver.Algorithm{Check: checkLeakyBucket, Step: stepLeakyBucket, Lease: leaseLeakyBucket, Short: "lb"})
 }
 
 // Bounds of the leaky bucket's parameters: a full bucket is at most
@@ -144,7 +144,9 @@ func checkLeakyBucket(s *driver.Spec) (int64, error) {
 // is empty, in µs, rounded up; v[1] the ticks it was rounded up by, below
 // rate. Like GCRA's, the state is a time, so a key outlives a change of
 // LeakRate (it is misread by less than a microsecond). A level above
-// capacity holds a debt.
+// capacity holds a debt. More holds the key's leases (holds): while they
+// hold h requests, the level never drains below h, so that nothing
+// drains what they hold.
 func stepLeakyBucket(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	switch mode {
 	case driver.Charge:
@@ -153,35 +155,86 @@ func stepLeakyBucket(p driver.Params, st *state, now, n int64, mode driver.Mode)
 		return refundLeakyBucket(p, st, now, n)
 	}
 	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
-	empty, spare := leakyAt(p, st, now)
+	empty, spare, live := leakyAt(p, st, now)
 	need := want(n) * unit
 	// The level leaves room for need once wait <= fits.
 	fits := (capacity - need + spare) / rate
 	allowed := empty-now <= fits
 	if allowed && mode == driver.Take {
-		// need − spare > −rate: the bucket empties step µs later.
-		step := ceilDiv(need-spare+rate, rate) - 1
-		empty, spare = empty+step, step*rate-(need-spare)
-		st.Live, st.V[0], st.V[1] = true, empty, spare
+		empty, spare = leakyPour(p, empty, spare, want(n))
+		leakyKeep(st, now, empty, spare, live)
 	}
-	return leakyOutcome(p, empty-now, spare, fits, allowed)
+	return leakyOutcome(p, now, empty, spare, need, allowed, live)
 }
 
-// leakyAt returns the time the bucket is empty and its spare ticks.
-func leakyAt(p driver.Params, st *state, now int64) (empty, spare int64) {
-	if st.Live && st.V[0] > now {
-		return st.V[0], min(st.V[1], p.Rate-1)
+// leakyAt returns the time the bucket is empty, its spare ticks, and the
+// holds still live at now. Each hold that expired by now, in order, kept
+// the level from draining below what it held until it expired.
+func leakyAt(p driver.Params, st *state, now int64) (empty, spare int64, live holds) {
+	if !st.Live {
+		return now, 0, nil
 	}
-	return now, 0
+	empty, spare = st.V[0], min(st.V[1], p.Rate-1)
+	h := holdsOf(st)
+	held := h.units() * p.Cost
+	gone, live := h.expired(now)
+	for _, x := range gone {
+		empty, spare = leakyHold(p, empty, spare, x.expires, held)
+		held -= x.units * p.Cost
+	}
+	empty, spare = leakyHold(p, empty, spare, now, held)
+	if empty <= now {
+		return now, 0, live
+	}
+	return empty, spare, live
 }
 
-// leakyOutcome is the Outcome of a bucket that empties in wait µs, with
-// spare ticks, for a request that fits once wait <= fits.
-func leakyOutcome(p driver.Params, wait, spare, fits int64, allowed bool) outcome {
+// leakyHold raises the level of a bucket, empty at empty with spare
+// ticks, to at least held ticks at t.
+func leakyHold(p driver.Params, empty, spare, t, held int64) (int64, int64) {
+	if held <= 0 {
+		return empty, spare
+	}
+	q := ceilDiv(held, p.Rate) // held ticks drain in q µs
+	if empty-t > q {
+		return empty, spare // more than held: wait·rate − spare > q·rate >= held
+	}
+	if level := max(empty-t, 0)*p.Rate - spare; empty > t && level >= held {
+		return empty, spare
+	}
+	return t + q, q*p.Rate - held
+}
+
+// leakyPour pours n requests into a bucket empty at empty with spare
+// ticks, and returns when it is empty then.
+func leakyPour(p driver.Params, empty, spare, n int64) (int64, int64) {
+	// n·unit = q·rate + r: the bucket empties q or q+1 µs later.
+	q, r := mulDivRem(n, p.Cost, p.Rate)
+	if r > spare {
+		return empty + q + 1, p.Rate - r + spare
+	}
+	return empty + q, spare - r
+}
+
+// leakyKeep keeps the bucket and its live holds in st; an empty bucket
+// without holds is a fresh one, and forgotten.
+func leakyKeep(st *state, now, empty, spare int64, live holds) {
+	if empty <= now && len(live) == 0 {
+		*st = state{}
+		return
+	}
+	st.Live, st.V[0], st.V[1] = true, empty, spare
+	live.keep(st)
+}
+
+// leakyOutcome is the Outcome of a bucket empty at empty with spare ticks
+// and the live holds, for a request of need ticks.
+func leakyOutcome(p driver.Params, now, empty, spare, need int64, allowed bool, live holds) outcome {
 	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	wait := empty - now
 	var retryAfter int64
 	if !allowed {
-		retryAfter = wait - fits
+		retryAfter = leakyWhen(p, now, empty, spare, need, live) - now
 	}
 	var remaining int64
 	if wait <= (capacity+spare)/rate { // the level fits: capacity − level ticks
@@ -191,7 +244,36 @@ func leakyOutcome(p driver.Params, wait, spare, fits int64, allowed bool) outcom
 		// the level higher than any debt).
 		remaining = max((capacity/unit)*driver.Unit-leakyHeld(p, wait, spare, driver.Unit), -MaxLimit*driver.Unit)
 	}
-	return outcome{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: wait}
+	return outcome{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter,
+		ResetAfter: leakyWhen(p, now, empty, spare, 0, live) - now}
+}
+
+// leakyWhen returns the earliest time, from now, at which need ticks fit
+// in the bucket, if nothing else happens: once it has drained enough, and
+// enough holds have expired for need to fit beside the others, each
+// expired one having kept the level up until it expired. With need 0, it
+// is when the bucket is empty.
+func leakyWhen(p driver.Params, now, empty, spare, need int64, live holds) int64 {
+	capacity, rate := p.Capacity, p.Rate
+	held, from := live.units()*p.Cost, now
+	fits := func() int64 { // need fits once empty − t <= this
+		if need == 0 {
+			return 0
+		}
+		return (capacity - need + spare) / rate
+	}
+	for _, x := range live {
+		// An empty bucket waits for every hold to expire.
+		if need > 0 && held+need <= capacity {
+			if at := max(from, empty-fits()); at < x.expires {
+				return at
+			}
+		}
+		empty, spare = leakyHold(p, empty, spare, x.expires, held)
+		held -= x.units * p.Cost
+		from = x.expires
+	}
+	return max(from, empty-fits())
 }
 
 // leakyHeld returns ⌈level·scale/unit⌉ for the level of a bucket that
@@ -227,53 +309,97 @@ func leakyMaxDebt(p driver.Params) int64 {
 func chargeLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
 	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
 	limit := capacity / unit
-	empty, spare := leakyAt(p, st, now)
+	empty, spare, live := leakyAt(p, st, now)
 	wait := empty - now
 	allowed := n <= limit && wait <= (capacity-n*unit+spare)/rate
 	pour := max(min(n, limit+leakyMaxDebt(p)-leakyHeld(p, wait, spare, 1)), 0)
-	// pour·unit = q·rate + r: the bucket empties q or q+1 µs later.
-	q, r := mulDivRem(pour, unit, rate)
-	if r > spare {
-		empty, spare = empty+q+1, rate-r+spare
-	} else {
-		empty, spare = empty+q, spare-r
-	}
+	empty, spare = leakyPour(p, empty, spare, pour)
 	if pour > 0 {
-		st.Live, st.V[0], st.V[1] = true, empty, spare
+		leakyKeep(st, now, empty, spare, live)
 	}
-	o := leakyPeek(p, empty-now, spare)
+	o := leakyPeek(p, now, empty, spare, live)
 	o.Allowed, o.Capped = allowed, pour < n
 	return o
 }
 
-// refundLeakyBucket drains up to n requests from the bucket at once; an
-// empty bucket is a fresh one, and its key is forgotten.
+// refundLeakyBucket drains up to n requests from the bucket at once,
+// never below what the live holds hold; an empty bucket without holds is
+// a fresh one, and its key is forgotten.
 func refundLeakyBucket(p driver.Params, st *state, now, n int64) outcome {
-	rate, unit := p.Rate, p.Cost
-	empty, spare := leakyAt(p, st, now)
+	empty, spare, live := leakyAt(p, st, now)
 	if empty > now {
-		if n >= leakyHeld(p, empty-now, spare, 1) {
-			empty, spare = now, 0
-		} else {
-			// n·unit = q·rate + r: the bucket empties q or q+1 µs sooner.
-			q, r := mulDivRem(n, unit, rate)
-			empty, spare = empty-q, spare+r
-			if spare >= rate {
-				empty, spare = empty-1, spare-rate
-			}
-		}
-		st.V[0], st.V[1] = empty, spare
+		empty, spare = leakyBack(p, now, empty, spare, n, live)
+		leakyKeep(st, now, empty, spare, live)
 		if empty <= now {
-			*st = state{}
+			empty, spare = now, 0
 		}
 	}
-	return leakyPeek(p, empty-now, spare)
+	return leakyPeek(p, now, empty, spare, live)
 }
 
-// leakyPeek is the Outcome of a bucket that empties in wait µs, with spare
-// ticks, for a peek, a request of cost 1 that takes nothing: what a charge
-// or a refund reports.
-func leakyPeek(p driver.Params, wait, spare int64) outcome {
+// leakyBack drains up to n requests at once from a bucket empty at empty
+// (after now) with spare ticks, never below what the live holds hold.
+func leakyBack(p driver.Params, now, empty, spare, n int64, live holds) (int64, int64) {
+	rate, unit := p.Rate, p.Cost
+	if n >= leakyHeld(p, empty-now, spare, 1) {
+		empty, spare = now, 0
+	} else {
+		// n·unit = q·rate + r: the bucket empties q or q+1 µs sooner.
+		q, r := mulDivRem(n, unit, rate)
+		empty, spare = empty-q, spare+r
+		if spare >= rate {
+			empty, spare = empty-1, spare-rate
+		}
+	}
+	return leakyHold(p, empty, spare, now, live.units()*unit)
+}
+
+// leakyPeek is the Outcome of a peek, a request of cost 1 that takes
+// nothing: what a charge or a refund reports.
+func leakyPeek(p driver.Params, now, empty, spare int64, live holds) outcome {
 	fits := (p.Capacity - p.Cost + spare) / p.Rate
-	return leakyOutcome(p, wait, spare, fits, wait <= fits)
+	return leakyOutcome(p, now, empty, spare, p.Cost, empty-now <= fits, live)
+}
+
+// leaseLeakyBucket is the lease step (driver.Algorithm.Lease): req.Back's
+// unused requests drain at once, as a refund's do, and its hold goes;
+// then a lease of up to req.Want pours what fits, at most half of it, and
+// holds all of it but req.Min, which its request spends at once, until
+// now + req.TTL.
+func leaseLeakyBucket(p driver.Params, st *state, now int64, req driver.LeaseRequest) (driver.Lease, outcome) {
+	capacity, rate, unit := p.Capacity, p.Rate, p.Cost
+	empty, spare, live := leakyAt(p, st, now)
+	changed := false
+	if rest, ok := live.without(req.Back.Expires, req.Back.Units); ok && req.Back.Units > 0 {
+		live = rest
+		if empty > now {
+			empty, spare = leakyBack(p, now, empty, spare, req.Unused, live)
+			if empty <= now {
+				empty, spare = now, 0
+			}
+		}
+		changed = true
+	}
+	need := max(req.Min, 1) * unit
+	allowed := empty-now <= (capacity-need+spare)/rate
+	var lease driver.Lease
+	if allowed && req.Want > 0 {
+		take := req.Min
+		if !live.full() {
+			// At most half of what fits, so that other holders and
+			// Limiters without leases find some of it too.
+			room := (capacity - ((empty-now)*rate - spare)) / unit
+			take = min(req.Want, max(req.Min, room/2))
+		}
+		empty, spare = leakyPour(p, empty, spare, take)
+		if take > req.Min {
+			lease = driver.Lease{Units: take - req.Min, Expires: now + req.TTL}
+			live = live.with(lease.Expires, lease.Units)
+		}
+		changed = true
+	}
+	if changed {
+		leakyKeep(st, now, empty, spare, live)
+	}
+	return lease, leakyOutcome(p, now, empty, spare, need, allowed, live)
 }

@@ -52,8 +52,9 @@ const (
 // lease ends, and on Close; a holder that crashes costs at most its
 // lease, until its TTL ends in the store.
 //
-// TokenBucket, GCRA and FixedWindow take leases. The other policies, and All, make
-// New fail with a *PolicyError that says why; so does a TTL out of range.
+// TokenBucket, GCRA, LeakyBucket and FixedWindow take leases. The
+// sliding windows, and All, make New fail with a *PolicyError that says
+// why; so does a TTL out of range.
 // The store must take leases (a driver.Leaser: memstore and redisstore
 // do), or New fails with an error matching ErrNoLeases.
 //
@@ -105,7 +106,7 @@ func noLeaseReason(algorithm string) string {
 	case driver.AlgorithmSlidingWindowCounter:
 		return "its estimate weighs the previous window's count by time, and a leased unit spent later in the next window would be weighed as if spent earlier"
 	}
-	return "its state does not yet count what leases hold"
+	return "its state does not count what leases hold"
 }
 
 // leaser holds a Limiter's leases, one per key at most.

@@ -15,8 +15,6 @@ import (
 // stops counting it, since a holder measures a lease's time on its own
 // clock from when it sent the step: the fleet keeps the bound.
 func TestLeasesHolderClockOff(t *testing.T) {
-	prefix := redistest.Prefix(t)
-	open := func() ratekeeper.Store { return redisstore.New(redistest.Client(t), redisstore.WithKeyPrefix(prefix)) }
 	skew := func(i int, lim *ratekeeper.Limiter) {
 		if i == len(leasetest.Weights)-1 {
 			return // the Limiter without leases
@@ -29,6 +27,8 @@ func TestLeasesHolderClockOff(t *testing.T) {
 	}
 	for _, c := range leasetest.Cases {
 		t.Run(c.Name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			open := func() ratekeeper.Store { return redisstore.New(redistest.Client(t), redisstore.WithKeyPrefix(prefix)) }
 			leasetest.Run(t, c, "hot", open, leasetest.Options{TTL: 50 * time.Millisecond, Setup: skew})
 		})
 	}

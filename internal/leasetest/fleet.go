@@ -90,6 +90,9 @@ var Cases = []Case{
 	// 50, then 20 at each refill: at most d/10ms + 1 refills in d.
 	{"tb50_20per10ms", ratekeeper.TokenBucket{Capacity: 50, RefillRate: 20, RefillInterval: 10 * time.Millisecond}, 2000,
 		SpanBound(func(d int64) int64 { return 50 + 20*(d/10_000+1) })},
+	// 50, draining one every 500µs.
+	{"lb50_2000ps", ratekeeper.LeakyBucket{Capacity: 50, LeakRate: 2000}, 2000,
+		SpanBound(func(d int64) int64 { return 50 + d/500 })},
 	{"fwa200per100ms", ratekeeper.FixedWindow{Limit: 200, Window: 100 * time.Millisecond, Aligned: true}, 2000,
 		WindowBound(200, 100_000)},
 }
