@@ -9,3 +9,10 @@ func SetLeaseClock(l *Limiter, now func() time.Time) {
 	l.leases.now = now
 	l.leases.mu.Unlock()
 }
+
+// LeasedKeys returns how many keys hold a lease of l's.
+func LeasedKeys(l *Limiter) int {
+	l.leases.mu.Lock()
+	defer l.leases.mu.Unlock()
+	return len(l.leases.keys)
+}

@@ -107,3 +107,114 @@ func TestLeasesSaveCalls(t *testing.T) {
 		t.Errorf("Peek after Close = %+v, %v; want 0 left", res, err)
 	}
 }
+
+// TestLeasesAPI: Peek, Charge, Refund, Reset, Wait and a denial with
+// leases, on a fixed window, which nothing refills.
+func TestLeasesAPI(t *testing.T) {
+	store := &countingStore{Store: memstore.New()}
+	defer store.Close()
+	ctx := context.Background()
+	policy := ratekeeper.FixedWindow{Limit: 100, Window: time.Hour}
+	lim, err := ratekeeper.New(store, policy, ratekeeper.WithLeases(ratekeeper.Leases{TTL: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	plain, _ := ratekeeper.New(store, policy)
+	// A first request takes only its own cost; the next ones lease.
+	for range 10 {
+		if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("Allow = %+v, %v", res, err)
+		}
+	}
+	held, err := plain.Peek(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := lim.Peek(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Peek counts this Limiter's lease: what the store has left, plus
+	// what the lease holds, is what 10 requests left of 100.
+	if mine.Remaining != 90 || held.Remaining >= 90 {
+		t.Fatalf("Peek = %v left, the store's %v; want 90, and the store's less by the lease", mine.Remaining, held.Remaining)
+	}
+	// Charge gives the lease back first: the store then holds exactly
+	// the 10 taken and the 5 charged.
+	if res, err := lim.Charge(ctx, "k", 5); err != nil || res.Remaining != 85 {
+		t.Fatalf("Charge(5) = %+v, %v; want 85 left", res, err)
+	}
+	if res, err := lim.Refund(ctx, "k", 5); err != nil || res.Remaining != 90 {
+		t.Fatalf("Refund(5) = %+v, %v; want 90 left", res, err)
+	}
+	// Reset drops the lease: the key is full again everywhere.
+	lim.Allow(ctx, "k")
+	lim.Allow(ctx, "k")
+	if err := lim.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lim.Peek(ctx, "k"); err != nil || res.Remaining != 100 {
+		t.Fatalf("Peek after Reset = %+v, %v; want 100", res, err)
+	}
+	// Drained: the denial is the store's, with its RetryAfter.
+	if res, err := lim.AllowN(ctx, "k", 100); err != nil || !res.Allowed {
+		t.Fatalf("AllowN(100) = %+v, %v", res, err)
+	}
+	res, err := lim.Allow(ctx, "k")
+	want, _ := plain.Peek(ctx, "k")
+	if d := res.RetryAfter - want.RetryAfter; err != nil || res.Allowed || d < 0 || d > 10*time.Millisecond {
+		t.Fatalf("Allow when drained = %+v, %v; want the store's denial, %v", res, err, want.RetryAfter)
+	}
+	// Wait: with a deadline shorter than the window, it gives up at once.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := lim.Wait(wctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a drained window: %v, want DeadlineExceeded", err)
+	}
+	if err := lim.Wait(ctx, "other"); err != nil {
+		t.Fatalf("Wait on a fresh key: %v", err)
+	}
+}
+
+// TestLeasesMemory: at most MaxKeys keys hold a lease; a lease idle for a
+// TTL is given back and forgotten, and Close gives back the rest.
+func TestLeasesMemory(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	ctx := context.Background()
+	policy := ratekeeper.FixedWindow{Limit: 1000, Window: time.Hour}
+	const ttl = 20 * time.Millisecond
+	lim, err := ratekeeper.New(store, policy, ratekeeper.WithLeases(ratekeeper.Leases{TTL: ttl, MaxKeys: 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := ratekeeper.New(store, policy)
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	for _, k := range keys {
+		for range 5 {
+			lim.Allow(ctx, k)
+		}
+	}
+	if n := ratekeeper.LeasedKeys(lim); n > 4 {
+		t.Errorf("%d keys hold a lease, MaxKeys 4", n)
+	}
+	// Idle for more than a TTL: given back and forgotten.
+	time.Sleep(3 * ttl)
+	if n := ratekeeper.LeasedKeys(lim); n != 0 {
+		t.Errorf("%d keys hold a lease after %v idle, want 0", n, 3*ttl)
+	}
+	for _, k := range keys {
+		if res, err := plain.Peek(ctx, k); err != nil || res.Remaining != 995 {
+			t.Errorf("%s: Peek = %+v, %v; want 995 left, every lease given back", k, res, err)
+		}
+	}
+	lim.Allow(ctx, "a")
+	lim.Allow(ctx, "a")
+	if err := lim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := plain.Peek(ctx, "a"); err != nil || res.Remaining != 993 {
+		t.Errorf("Peek after Close = %+v, %v; want 993 left", res, err)
+	}
+}
