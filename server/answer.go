@@ -3,7 +3,6 @@ package server
 import (
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
+	"github.com/ratekeeper/ratekeeper/server/internal/logpace"
 )
 
 // answer builds the response from the decided descriptors.
@@ -221,21 +221,8 @@ func (s *Service) answerWithout(ds []descriptor, code rlsv3.RateLimitResponse_Co
 
 // errorLog logs store errors at most once a second, with how many were
 // left out, so that an outage does not flood the log.
-type errorLog struct {
-	mu      sync.Mutex
-	last    time.Time
-	skipped int
-}
+type errorLog struct{ pace logpace.Pacer }
 
 func (l *errorLog) log(logger *slog.Logger, now time.Time, err error) {
-	l.mu.Lock()
-	if now.Sub(l.last) < time.Second {
-		l.skipped++
-		l.mu.Unlock()
-		return
-	}
-	skipped := l.skipped
-	l.last, l.skipped = now, 0
-	l.mu.Unlock()
-	logger.Error("store failed", "err", err, "errors_not_logged", skipped)
+	l.pace.Log(logger, slog.LevelError, now, "store failed", "err", err)
 }

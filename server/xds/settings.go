@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/ratekeeper/ratekeeper/server/internal/certs"
 )
 
 // ParseNodeMetadata reads CONFIG_GRPC_XDS_NODE_METADATA as envoy reads
@@ -51,21 +53,28 @@ func ParseHeaders(s string) (map[string]string, error) {
 // server that asks for none), a CA that signs the server's certificate,
 // added to the system's (none: the system's only), and san, the name the
 // server's certificate must hold (none: the host of Options.Server).
-// The files are read now, so that a mistake fails at start, and again
-// for each connection, so that certificates rotated in place are used
-// without a restart.
-func TLSFiles(certFile, keyFile, caFile, san string) (func() (*tls.Config, error), error) {
+// The files are read now, so that a mistake (a certificate expired or
+// not yet valid among them) fails at start. The CA is read again for
+// each connection, and the client certificate at each handshake when its
+// files changed (see certs.LoadPair), so that certificates rotated in
+// place are used without a restart; a client certificate that does not
+// load, or is outside its validity, is refused, the previous one kept,
+// and onError, if not nil, told once per change of the files.
+func TLSFiles(certFile, keyFile, caFile, san string, onError func(error)) (func() (*tls.Config, error), error) {
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("xds TLS: give the client certificate and its key, or neither")
 	}
+	var pair *certs.Pair
+	if certFile != "" {
+		var err error
+		if pair, err = certs.LoadPair(certFile, keyFile, onError); err != nil {
+			return nil, fmt.Errorf("xds TLS: client %w", err)
+		}
+	}
 	load := func() (*tls.Config, error) {
 		cfg := &tls.Config{ServerName: san, MinVersion: tls.VersionTLS12}
-		if certFile != "" {
-			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("xds TLS: client certificate %s and key %s: %w", certFile, keyFile, err)
-			}
-			cfg.Certificates = []tls.Certificate{pair}
+		if pair != nil {
+			cfg.GetClientCertificate = pair.GetClientCertificate
 		}
 		if caFile != "" {
 			pem, err := os.ReadFile(caFile)

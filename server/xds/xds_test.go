@@ -21,6 +21,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/config"
+	"github.com/ratekeeper/ratekeeper/server/internal/certs"
 	"github.com/ratekeeper/ratekeeper/server/internal/xdstest"
 	"github.com/ratekeeper/ratekeeper/server/xds"
 )
@@ -57,7 +58,7 @@ func startVia(t *testing.T, opts xds.Options, proxied bool) *harness {
 	t.Helper()
 	pki := xdstest.NewPKI(t)
 	h := &harness{srv: xdstest.Start(t, pki.ServerTLS(t)), svc: server.New(memstore.New(), server.Options{})}
-	tlsFn, err := xds.TLSFiles(pki.ClientCert, pki.ClientKey, pki.CA, xdstest.ServerName)
+	tlsFn, err := xds.TLSFiles(pki.ClientCert, pki.ClientKey, pki.CA, xdstest.ServerName, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestMTLSRefused(t *testing.T) {
 		{"server not trusted", pki.ClientCert, pki.ClientKey, other.CA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tlsFn, err := xds.TLSFiles(tc.cert, tc.key, tc.ca, xdstest.ServerName)
+			tlsFn, err := xds.TLSFiles(tc.cert, tc.key, tc.ca, xdstest.ServerName, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,7 +304,7 @@ func TestTLSFilesErrors(t *testing.T) {
 		{"", "", "/nonexistent/ca.crt", "/nonexistent/ca.crt"},
 		{"", "", pki.ClientKey, "holds no PEM certificate"},
 	} {
-		_, err := xds.TLSFiles(tc.cert, tc.key, tc.ca, "")
+		_, err := xds.TLSFiles(tc.cert, tc.key, tc.ca, "", nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("TLSFiles(%q, %q, %q): %v, want %q", tc.cert, tc.key, tc.ca, err, tc.want)
 		}
@@ -361,7 +362,7 @@ func TestParse(t *testing.T) {
 }
 
 // TestTLSFilesReread checks that a client certificate rotated in place
-// is the one the next connection presents.
+// is the one the next handshake presents.
 func TestTLSFilesReread(t *testing.T) {
 	a, b := xdstest.NewPKI(t), xdstest.NewPKI(t)
 	dir := t.TempDir()
@@ -378,21 +379,18 @@ func TestTLSFilesReread(t *testing.T) {
 		}
 	}
 	install(a)
-	tlsFn, err := xds.TLSFiles(cert, key, a.CA, "")
+	tlsFn, err := xds.TLSFiles(cert, key, a.CA, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := func() []byte {
-		cfg, err := tlsFn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg.Certificates[0].Certificate[0]
-	}
-	first := leaf()
+	first := clientLeaf(t, tlsFn)
 	install(b)
-	if bytes.Equal(first, leaf()) {
-		t.Error("the rotated certificate is not read")
+	deadline := time.Now().Add(certs.CheckInterval + 3*time.Second)
+	for bytes.Equal(first, clientLeaf(t, tlsFn)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated certificate is not read")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

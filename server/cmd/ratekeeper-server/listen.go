@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -45,6 +47,25 @@ func grpcTLSConfig(t grpcTLS, onCertError func(error)) (*tls.Config, error) {
 		return nil, nil
 	}
 	return certs.ServerConfig(certs.ServerFiles{Cert: t.cert, Key: t.key, ClientCA: t.clientCA, ClientSAN: t.clientSAN}, onCertError)
+}
+
+// certErrorLog logs a certificate, key or CA file refused on a reload,
+// once per change of the files: the previous one keeps serving. A
+// certificate outside its validity is logged with its file and dates.
+func certErrorLog(logger *slog.Logger) func(error) {
+	return func(err error) {
+		const msg = "certificate not reloaded; keeping the previous one"
+		if ve, ok := errors.AsType[*certs.ValidityError](err); ok {
+			reason := "not valid yet"
+			if ve.Expired() {
+				reason = "expired"
+			}
+			logger.Error(msg, "reason", reason, "file", ve.File,
+				"not_before", ve.NotBefore.UTC().Format(time.RFC3339), "not_after", ve.NotAfter.UTC().Format(time.RFC3339), "err", err)
+			return
+		}
+		logger.Error(msg, "err", err)
+	}
 }
 
 // httpServer serves h with the bounds of -http-*-timeout.

@@ -105,7 +105,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	certError := func(err error) { logger.Error("certificate not reloaded; keeping the previous one", "err", err) }
+	certError := certErrorLog(logger)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	parts, err := runHooks(ctx, s, logger)

@@ -155,3 +155,65 @@ func TestGRPCTLSSettingsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCTLSOutOfDateCertificate rotates in a certificate that has
+// expired, and one not valid yet, under a running server: fresh TLS
+// calls go on with the previous certificate, and one log line says why,
+// naming the file and the dates. At start, such a certificate is an
+// error.
+func TestGRPCTLSOutOfDateCertificate(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		notBefore, notAfter time.Duration // from now
+		reason, startErr    string
+	}{
+		{"expired", -48 * time.Hour, -time.Hour, "reason=expired", "has expired"},
+		{"not-yet-valid", time.Hour, 48 * time.Hour, `reason="not valid yet"`, "is not valid yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca := certstest.NewCA(t, "ca")
+			first := ca.Issue(t, "127.0.0.1")
+			secret := certstest.NewSecret(t, filepath.Join(t.TempDir(), "certs"), first, ca)
+			env := envOf(map[string]string{
+				"GRPC_SERVER_USE_TLS":  "true",
+				"GRPC_SERVER_TLS_CERT": secret.Cert(),
+				"GRPC_SERVER_TLS_KEY":  secret.Key(),
+			})
+			s := startEnv(t, env, "-config", tlsConfigFile(t))
+			client := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
+			now := time.Now()
+			next := ca.IssueValid(t, now.Add(tc.notBefore), now.Add(tc.notAfter), "127.0.0.1")
+			secret.Update(t, next, ca)
+			calls := 0
+			for end := time.Now().Add(2200 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if got, err := askTLS(t, s.grpc, client); err != nil || got != first.Serial.String() {
+					t.Fatalf("call %d after the rotation: serial %s, %v; want the previous %s", calls, got, err, first.Serial)
+				}
+				calls++
+			}
+			var lines []string
+			for l := range strings.Lines(s.log.String()) {
+				if strings.Contains(l, "certificate not reloaded") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("%d log lines for one refused rotation, want 1:\n%s", len(lines), s.log.String())
+			}
+			for _, want := range []string{tc.reason, "file=" + secret.Cert(),
+				"not_before=" + next.NotBefore.Format(time.RFC3339), "not_after=" + next.NotAfter.Format(time.RFC3339)} {
+				if !strings.Contains(lines[0], want) {
+					t.Errorf("log line %q does not say %q", lines[0], want)
+				}
+			}
+			t.Logf("%d fresh TLS calls over 2.2 s after the rotation, all with the previous certificate", calls)
+
+			// At start, the same certificate is an error.
+			var log syncBuffer
+			code := run(t.Context(), []string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-config", tlsConfigFile(t)}, env, &log, &log)
+			if code == 0 || !strings.Contains(log.String(), tc.startErr) || !strings.Contains(log.String(), secret.Cert()) {
+				t.Errorf("started with the certificate: exit %d, output %q; want an error saying it %s", code, log.String(), tc.startErr)
+			}
+		})
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 
 	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
+	"github.com/ratekeeper/ratekeeper/server/internal/logpace"
 	"github.com/ratekeeper/ratekeeper/server/tracing"
 )
 
@@ -65,9 +67,11 @@ func startTracing(ctx context.Context, s tracingSettings, logger *slog.Logger) (
 		return tracer{}, err
 	}
 	// The SDK reports failed exports here; the spans are lost, the
-	// decisions are not.
+	// decisions are not. A collector that is down fails every batch, so
+	// the lines are paced as the store's errors are.
+	var pace logpace.Pacer
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		logger.Warn("tracing: spans not exported", "err", err)
+		pace.Log(logger, slog.LevelWarn, time.Now(), "tracing: spans not exported", "err", err)
 	}))
 	logger.Info("tracing: exporting spans over OTLP", "protocol", s.config.Protocol, "sampling_rate", s.config.SamplingRate,
 		"endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))

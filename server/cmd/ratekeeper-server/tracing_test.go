@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
+	"github.com/ratekeeper/ratekeeper/server/internal/logpace"
 	"github.com/ratekeeper/ratekeeper/server/internal/otlptest"
 	"github.com/ratekeeper/ratekeeper/server/tracing"
 )
@@ -86,5 +91,62 @@ func TestTracingSettings(t *testing.T) {
 	}
 	if _, err := startTracing(context.Background(), tracingSettings{enabled: true, config: tracing.Config{Protocol: "udp"}}, nil); err == nil {
 		t.Error("TRACING_EXPORTER_PROTOCOL=udp: no error")
+	}
+}
+
+// TestTracingExportErrorsPaced: with a collector that refuses every
+// export, under many spans, the failures are logged at most once a
+// second, each line counting those left out.
+func TestTracingExportErrorsPaced(t *testing.T) {
+	col := otlptest.Start(t, "grpc")
+	col.Refuse(true)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.Endpoint)
+	// Small batches sent often: many exports, each one refused.
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "32")
+	path := filepath.Join(t.TempDir(), "web.yaml")
+	writeFile(t, path, oneConfig)
+	begin := time.Now()
+	s := startEnv(t, envOf(map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "grpc"}), "-config", path)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	client := rlsv3.NewRateLimitServiceClient(s.conn)
+	req := &rlsv3.RateLimitRequest{
+		Domain:      "web",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}},
+	}
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := client.ShouldRateLimit(ctx, req); err == nil {
+					calls.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	log, elapsed, refused := s.log.String(), time.Since(begin), col.Refused()
+	var lines []string
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, "tracing: spans not exported") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("%d calls, %d exports refused, %d log lines in %v", calls.Load(), refused, len(lines), elapsed.Round(time.Millisecond))
+	if refused < 20 {
+		t.Fatalf("only %d exports refused in %v: too few to tell pacing from quiet", refused, elapsed)
+	}
+	if most := int(elapsed/logpace.Interval) + 1; len(lines) == 0 || len(lines) > most {
+		t.Fatalf("%d log lines of failed exports in %v, want 1 to %d:\n%s", len(lines), elapsed, most, strings.Join(lines, ""))
+	}
+	if len(lines) > 1 {
+		last := lines[len(lines)-1]
+		_, n, _ := strings.Cut(last, logpace.NotLogged+"=")
+		n, _, _ = strings.Cut(strings.TrimSpace(n), " ")
+		if left, err := strconv.Atoi(n); err != nil || left == 0 {
+			t.Errorf("the last line does not count the failures left out: %s", last)
+		}
 	}
 }

@@ -105,7 +105,7 @@ func xdsSource(ctx context.Context, s *settings, sink *configSink) error {
 		Rejected: func(error) { sink.metrics.ReloadFailed() },
 	}
 	if f.tls || f.clientCert != "" || f.clientKey != "" || f.serverCA != "" || f.serverSAN != "" {
-		if opts.TLS, err = xds.TLSFiles(f.clientCert, f.clientKey, f.serverCA, f.serverSAN); err != nil {
+		if opts.TLS, err = xds.TLSFiles(f.clientCert, f.clientKey, f.serverCA, f.serverSAN, certErrorLog(logger)); err != nil {
 			return err
 		}
 	}

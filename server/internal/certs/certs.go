@@ -6,7 +6,10 @@
 // A Pair is checked at most once per interval, at a handshake: the files'
 // resolved paths, sizes and modification times are compared, and on a
 // change the pair is loaded again. A pair that does not load (half written,
-// or a key that does not match) is reported and the previous one kept.
+// or a key that does not match), or whose certificate is expired or not
+// yet valid, is reported once per change of its files and the previous
+// one kept; a certificate not yet valid is tried again when it becomes
+// valid. At load, such a pair is an error.
 package certs
 
 import (
@@ -53,6 +56,13 @@ type watched[T any] struct {
 	value   T
 	stamps  []stamp
 	checked time.Time
+	// rejected is the version of the files last refused, reported once;
+	// it is loaded again only when they change, or at retryAt if set (a
+	// certificate that becomes valid then).
+	rejected []stamp
+	retryAt  time.Time
+	// statErr is the last error of looking at the files, reported once.
+	statErr string
 }
 
 func newWatched[T any](files []string, load func() (T, error), onError func(error)) (*watched[T], error) {
@@ -89,21 +99,33 @@ func (w *watched[T]) get() T {
 	if time.Since(w.checked) < CheckInterval {
 		return w.value
 	}
-	w.checked = time.Now()
+	now := time.Now()
+	w.checked = now
 	stamps, err := w.stat()
 	if err != nil {
-		w.report(err)
+		if err.Error() != w.statErr {
+			w.statErr = err.Error()
+			w.report(err)
+		}
 		return w.value
 	}
+	w.statErr = ""
 	if equal(stamps, w.stamps) {
+		return w.value
+	}
+	if w.rejected != nil && equal(stamps, w.rejected) && (w.retryAt.IsZero() || now.Before(w.retryAt)) {
 		return w.value
 	}
 	v, err := w.load()
 	if err != nil {
+		w.rejected, w.retryAt = stamps, time.Time{}
+		if ve, ok := errors.AsType[*ValidityError](err); ok && now.Before(ve.NotBefore) {
+			w.retryAt = ve.NotBefore
+		}
 		w.report(err)
 		return w.value
 	}
-	w.value, w.stamps = v, stamps
+	w.value, w.stamps, w.rejected = v, stamps, nil
 	return w.value
 }
 
@@ -125,21 +147,63 @@ func equal(a, b []stamp) bool {
 	return true
 }
 
+// ValidityError is a certificate refused because the time is outside
+// its validity period: it has expired, or is not valid yet.
+type ValidityError struct {
+	// File is the certificate's file.
+	File string
+	// NotBefore and NotAfter bound the certificate's validity.
+	NotBefore, NotAfter time.Time
+	// Now is the time it was checked at.
+	Now time.Time
+}
+
+// Expired reports whether the certificate's validity ended before Now;
+// false means it begins after Now.
+func (e *ValidityError) Expired() bool { return e.Now.After(e.NotAfter) }
+
+func (e *ValidityError) Error() string {
+	state := "is not valid yet"
+	if e.Expired() {
+		state = "has expired"
+	}
+	return fmt.Sprintf("certificate %s %s: valid from %s to %s, and it is %s", e.File, state,
+		e.NotBefore.UTC().Format(time.RFC3339), e.NotAfter.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339))
+}
+
+// LoadKeyPair reads a certificate and its key from PEM files, as
+// tls.LoadX509KeyPair does, and refuses it with a *ValidityError if its
+// leaf is expired or not yet valid at now: a peer would refuse it.
+func LoadKeyPair(certFile, keyFile string, now time.Time) (*tls.Certificate, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate %s, key %s: %w", certFile, keyFile, err)
+	}
+	leaf := c.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("certificate %s: %w", certFile, err)
+		}
+	}
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		return nil, &ValidityError{File: certFile, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter, Now: now}
+	}
+	return &c, nil
+}
+
 // Pair is a certificate and its key, from two PEM files.
 type Pair struct{ w *watched[*tls.Certificate] }
 
-// LoadPair loads certFile and keyFile, and keeps them current. onError,
-// when not nil, receives each failed reload (the previous pair stays).
+// LoadPair loads certFile and keyFile, and keeps them current. A pair
+// that does not load, or is expired or not yet valid (a *ValidityError),
+// is an error now, and later is refused: onError, when not nil, receives
+// each refusal, once per change of the files, and the previous pair stays.
 func LoadPair(certFile, keyFile string, onError func(error)) (*Pair, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, errors.New("a certificate needs both its file and its key's")
 	}
 	w, err := newWatched([]string{certFile, keyFile}, func() (*tls.Certificate, error) {
-		c, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %s, key %s: %w", certFile, keyFile, err)
-		}
-		return &c, nil
+		return LoadKeyPair(certFile, keyFile, time.Now())
 	}, onError)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package certs_test
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -131,6 +132,104 @@ func TestBrokenRotationKeepsThePreviousCertificate(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Error("a failed reload was not reported")
+	}
+}
+
+// TestOutOfDateRotationKeepsThePreviousCertificate rotates in a
+// certificate that has expired, and one not valid yet: handshakes go on
+// with the previous one, the refusal is reported once, naming the file
+// and the dates, and the one not valid yet is served once it is valid.
+func TestOutOfDateRotationKeepsThePreviousCertificate(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		notBefore, notAfter time.Duration // from now
+		state               string
+	}{
+		{"expired", -48 * time.Hour, -time.Hour, "has expired"},
+		{"not yet valid", 4 * time.Second, 24 * time.Hour, "is not valid yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ca := certstest.NewCA(t, "ca")
+			first := ca.Issue(t, "127.0.0.1")
+			secret := certstest.NewSecret(t, t.TempDir(), first, ca)
+			var mu sync.Mutex
+			var errs []error
+			config, err := certs.ServerConfig(certs.ServerFiles{Cert: secret.Cert(), Key: secret.Key()}, func(err error) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := serve(t, config)
+			now := time.Now()
+			next := ca.IssueValid(t, now.Add(tc.notBefore), now.Add(tc.notAfter), "127.0.0.1")
+			secret.Update(t, next, ca)
+			// Over two checks of the files, every fresh handshake gets the
+			// previous certificate.
+			client := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
+			for end := time.Now().Add(2*certs.CheckInterval + 200*time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if got, err := dial(addr, client); err != nil || got != first.Serial.String() {
+					t.Fatalf("after the rotation: serial %s, %v; want the previous %s", got, err, first.Serial)
+				}
+			}
+			mu.Lock()
+			reported := append([]error(nil), errs...)
+			mu.Unlock()
+			if len(reported) != 1 {
+				t.Fatalf("%d reports of one refused change, want 1: %v", len(reported), reported)
+			}
+			msg := reported[0].Error()
+			for _, want := range []string{secret.Cert(), tc.state, next.NotBefore.Format(time.RFC3339), next.NotAfter.Format(time.RFC3339)} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("report %q does not say %q", msg, want)
+				}
+			}
+			if ve, ok := errors.AsType[*certs.ValidityError](reported[0]); !ok || ve.File != secret.Cert() {
+				t.Errorf("report %v: not a *certs.ValidityError naming %s", reported[0], secret.Cert())
+			}
+			if tc.notBefore < 0 {
+				return
+			}
+			// Valid now: served from the next look at the files.
+			deadline := next.NotBefore.Add(certs.CheckInterval + 3*time.Second)
+			for {
+				got, err := dial(addr, client)
+				if err == nil && got == next.Serial.String() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the certificate valid from %s not served by %s: serial %s, %v", next.NotBefore, deadline, got, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestOutOfDateAtLoad: a pair expired or not yet valid is an error at
+// start, saying why.
+func TestOutOfDateAtLoad(t *testing.T) {
+	t.Parallel()
+	ca := certstest.NewCA(t, "ca")
+	now := time.Now()
+	for _, tc := range []struct {
+		leaf *certstest.Leaf
+		want string
+	}{
+		{ca.IssueValid(t, now.Add(-48*time.Hour), now.Add(-time.Hour), "x"), "has expired"},
+		{ca.IssueValid(t, now.Add(time.Hour), now.Add(48*time.Hour), "x"), "is not valid yet"},
+	} {
+		secret := certstest.NewSecret(t, t.TempDir(), tc.leaf, ca)
+		if _, err := certs.ServerConfig(certs.ServerFiles{Cert: secret.Cert(), Key: secret.Key()}, nil); err == nil ||
+			!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.leaf.NotAfter.Format(time.RFC3339)) {
+			t.Errorf("server: %v; want it to say %q and the dates", err, tc.want)
+		}
+		if _, err := certs.ClientConfig(certs.ClientFiles{Cert: secret.Cert(), Key: secret.Key()}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("client: %v; want it to say %q", err, tc.want)
+		}
 	}
 }
 

@@ -11,12 +11,15 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -48,6 +51,9 @@ type Collector struct {
 
 	mu    sync.Mutex
 	spans []Span
+
+	refuse  atomic.Bool
+	refused atomic.Int64
 }
 
 // Start runs a collector for protocol, "grpc" or "http" (OTLP/HTTP with
@@ -76,6 +82,15 @@ func Start(t testing.TB, protocol string) *Collector {
 	return c
 }
 
+// Refuse makes the collector refuse every export from now on, with an
+// error the exporter does not retry (gRPC's PERMISSION_DENIED, HTTP's
+// 403), as a collector that does not accept the service's spans does; or
+// accept them again.
+func (c *Collector) Refuse(refuse bool) { c.refuse.Store(refuse) }
+
+// Refused is how many exports the collector refused.
+func (c *Collector) Refused() int { return int(c.refused.Load()) }
+
 // Spans returns the spans received so far, in the order they came.
 func (c *Collector) Spans() []Span {
 	c.mu.Lock()
@@ -96,12 +111,21 @@ func (c *Collector) Named(name string) []Span {
 
 // Export implements OTLP's gRPC trace service.
 func (c *Collector) Export(_ context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+	if c.refuse.Load() {
+		c.refused.Add(1)
+		return nil, status.Error(codes.PermissionDenied, "otlptest: refusing every export")
+	}
 	c.add(req)
 	return &collectorpb.ExportTraceServiceResponse{}, nil
 }
 
 // ServeHTTP implements OTLP/HTTP's POST /v1/traces in protobuf.
 func (c *Collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.refuse.Load() {
+		c.refused.Add(1)
+		http.Error(w, "otlptest: refusing every export", http.StatusForbidden)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
 		http.Error(w, "want POST /v1/traces in application/x-protobuf", http.StatusBadRequest)
 		return

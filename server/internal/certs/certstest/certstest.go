@@ -63,13 +63,25 @@ func NewCA(t testing.TB, name string) *CA {
 type Leaf struct {
 	CertPEM, KeyPEM []byte
 	Serial          *big.Int
+	// NotBefore and NotAfter bound its validity.
+	NotBefore, NotAfter time.Time
 }
 
 // Issue makes a certificate for both server and client use, naming names
-// (DNS names, or IP addresses) with the first as its common name.
+// (DNS names, or IP addresses) with the first as its common name, valid
+// from an hour ago for a day.
 func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 	t.Helper()
+	return ca.IssueValid(t, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour), names...)
+}
+
+// IssueValid is Issue with a certificate valid from notBefore to
+// notAfter: expired, or not valid yet, as a test needs.
+func (ca *CA) IssueValid(t testing.TB, notBefore, notAfter time.Time, names ...string) *Leaf {
+	t.Helper()
 	key, tmpl := newKey(t)
+	// A certificate holds whole seconds.
+	tmpl.NotBefore, tmpl.NotAfter = notBefore.UTC().Truncate(time.Second), notAfter.UTC().Truncate(time.Second)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	if len(names) > 0 {
@@ -91,9 +103,11 @@ func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 		t.Fatal(err)
 	}
 	return &Leaf{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		Serial:  tmpl.SerialNumber,
+		CertPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:    pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		Serial:    tmpl.SerialNumber,
+		NotBefore: tmpl.NotBefore,
+		NotAfter:  tmpl.NotAfter,
 	}
 }
 
