@@ -9,14 +9,16 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test:
 	./scripts/with-redis.sh $(MAKE) --no-print-directory check
 
+# -short: one seed of each random sequence, and no test of a million keys;
+# make soak runs them all.
 check: lint
-	go test -race -count=1 -timeout 20m ./...
+	go test -race -short -count=1 -timeout 20m ./...
 	# Alone and without the race detector, every call on a live Cluster
 	# master's key must meet its deadline while another master is down.
 	go test -count=1 -run '^TestClusterMasterDown$$/./^pipelined$$' ./internal/faults/
 	cd metrics && go test -race -count=1 ./...
 	cd grpclimit && go test -race -count=1 ./...
-	cd server && go test -race -count=1 -timeout 20m $$(go list ./... | grep -v /internal/envoyit)
+	cd server && go test -race -short -count=1 -timeout 20m $$(go list ./... | grep -v /internal/envoyit)
 	# envoyproxy/ratelimit's own integration tests, against the built
 	# binary: their time is their own sleeps, which the race detector
 	# would only stretch.
@@ -84,6 +86,10 @@ bench-service:
 soak:
 	./scripts/with-redis.sh env RATEKEEPER_SOAK_DURATION=60s RATEKEEPER_SOAK_LOAD_DURATION=30s \
 		go test -count=1 -v -timeout 20m ./internal/soak/
+	# What make test runs with -short: every seed of the random sequences,
+	# a million keys in memstore, 100,000 descriptors in one file.
+	./scripts/with-redis.sh go test -race -count=1 -timeout 30m ./driver/... ./memstore/ ./internal/conformance/
+	cd server && go test -race -count=1 -run 'TestLargePlainFile' ./config/
 
 # Refresh the README's picture of the page, docs/demo.png (make test never
 # writes it): the browser test's first page against a throwaway Redis, its

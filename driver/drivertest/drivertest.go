@@ -32,6 +32,9 @@
 //     sequences draw charges and refunds among their requests, up to
 //     MaxLimit, and every Result must keep the documented bounds.
 //
+// The random sequences run three seeds each, and one under go test
+// -short.
+//
 // Every store Run opens reads its time only from now, which Run moves;
 // its keys may persist between the stores of one Run (Run resets the keys
 // it uses), but a store must not share state with another one opened for

@@ -15,6 +15,15 @@ import (
 // Fixed seeds keep failures reproducible.
 var seeds = []uint64{1, 2, 3}
 
+// runSeeds are the seeds the random sequences run: the first alone under
+// -short (make test), all of them otherwise (make soak).
+func runSeeds() []uint64 {
+	if testing.Short() {
+		return seeds[:1]
+	}
+	return seeds
+}
+
 const equivalenceSteps = 10_000
 
 // testRandomEquivalence requires the store to return the Go model's
@@ -30,7 +39,7 @@ func (ts *suite) testRandomEquivalence(t *testing.T) {
 			// The seeds run at once too: with a remote store, each run
 			// spends most of its time waiting for it.
 			var wg sync.WaitGroup
-			for _, seed := range seeds {
+			for _, seed := range runSeeds() {
 				wg.Go(func() {
 					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 						ts.checkEquivalence(t, pc, seed)
