@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,7 @@ type Fleet struct {
 	Starved  []time.Duration
 	All      []Admission
 	Share    float64 // of the policy's rate, in steady state
+	Offered  float64 // the demand made, as a multiple of the rate
 }
 
 // Options adjust a run.
@@ -123,7 +125,7 @@ type Options struct {
 	// Timeout, if set, bounds each request.
 	Timeout time.Duration
 	// MinShare is the least share of the rate the fleet must admit in
-	// steady state: 0.95 when 0.
+	// steady state: 0.95 when 0, none when negative.
 	MinShare float64
 	// Demand is the fleet's demand as a multiple of the rate: 2 when 0.
 	Demand float64
@@ -147,6 +149,7 @@ func Run(t *testing.T, c Case, key string, open func() ratekeeper.Store, o Optio
 	}
 	ctx := context.Background()
 	var mu sync.Mutex
+	var offered atomic.Int64 // requests made in steady state
 	f := Fleet{Admitted: make([]int, len(Weights)), Starved: make([]time.Duration, len(Weights))}
 	var wg sync.WaitGroup
 	begin := time.Now()
@@ -177,6 +180,9 @@ func Run(t *testing.T, c Case, key string, open func() ratekeeper.Store, o Optio
 					time.Sleep(wait)
 				}
 				lo := time.Now()
+				if lo.After(steady) {
+					offered.Add(1)
+				}
 				rctx, cancel := ctx, context.CancelFunc(func() {})
 				if o.Timeout > 0 {
 					rctx, cancel = context.WithTimeout(ctx, o.Timeout)
@@ -214,14 +220,21 @@ func Run(t *testing.T, c Case, key string, open func() ratekeeper.Store, o Optio
 	for _, n := range f.Admitted {
 		sum += n
 	}
-	f.Share = float64(sum) / (c.Rate * (o.Duration - 200*time.Millisecond).Seconds())
-	t.Logf("%s, leases of %v, demand %g× the rate: %d admitted in all; in steady state %.1f%% of the rate, per Limiter %v; longest waits after a denial %v",
-		c.Name, o.TTL, o.Demand, len(f.All), 100*f.Share, f.Admitted, f.Starved)
+	steadyFor := c.Rate * (o.Duration - 200*time.Millisecond).Seconds()
+	f.Share = float64(sum) / steadyFor
+	f.Offered = float64(offered.Load()) / steadyFor
+	t.Logf("%s, leases of %v, demand %g× the rate (%.2f× made): %d admitted in all; in steady state %.1f%% of the rate, per Limiter %v; longest waits after a denial %v",
+		c.Name, o.TTL, o.Demand, f.Offered, len(f.All), 100*f.Share, f.Admitted, f.Starved)
 	if o.MinShare == 0 {
 		o.MinShare = 0.95
 	}
-	if f.Share < o.MinShare {
-		t.Errorf("leases of %v: the fleet admitted %.1f%% of the policy's rate, at a demand of %g× the rate; want at least %.0f%%", o.TTL, 100*f.Share, o.Demand, 100*o.MinShare)
+	switch {
+	case f.Offered < 0.75*o.Demand:
+		// A machine too busy to make the demand asked for (the race
+		// detector, other tests) cannot show the share it would get.
+		t.Logf("only %.2f× the rate was asked for, not %g×: the share is not checked", f.Offered, o.Demand)
+	case o.MinShare > 0 && f.Share < o.MinShare:
+		t.Errorf("leases of %v: the fleet admitted %.1f%% of the policy's rate, at a demand of %.2f× the rate; want at least %.0f%%", o.TTL, 100*f.Share, f.Offered, 100*o.MinShare)
 	}
 	return f
 }
