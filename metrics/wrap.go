@@ -13,8 +13,11 @@ import (
 // Wrap returns a Store that passes every call on to store, and records it:
 // give it to ratekeeper.New in place of store. The Store returned
 // implements each optional interface of package driver (MultiDecider,
-// Charger) exactly when store does, so that callers which look for one
-// find it through the wrapper. If store has a deny cache (a DenyCacheHits
+// Charger) exactly when store does, and Leaser when store is all three
+// (as memstore and redisstore are), so that callers which look for one
+// find it through the wrapper. A lease step counts as a decision of its
+// request's cost; the requests a Limiter then decides from its lease, in
+// process, never reach the store, and are not counted here. If store has a deny cache (a DenyCacheHits
 // method, as redisstore.Store has), its hits are counted, once however
 // often the store is wrapped. Wrap(nil) is nil.
 func (m *Metrics) Wrap(store ratekeeper.Store) ratekeeper.Store {
@@ -35,7 +38,10 @@ func (m *Metrics) Wrap(store ratekeeper.Store) ratekeeper.Store {
 	w := &wrapped{m: m, inner: store}
 	md, multi := store.(driver.MultiDecider)
 	c, charger := store.(driver.Charger)
+	l, leaser := store.(driver.Leaser)
 	switch {
+	case multi && charger && leaser:
+		return leasingWrapped{w, multiDecider{w, md}, chargeRefunder{w, c}, leaseTaker{w, l}}
 	case multi && charger:
 		return fullWrapped{w, multiDecider{w, md}, chargeRefunder{w, c}}
 	case multi:
@@ -99,7 +105,36 @@ type (
 		multiDecider
 		chargeRefunder
 	}
+	leasingWrapped struct {
+		*wrapped
+		multiDecider
+		chargeRefunder
+		leaseTaker
+	}
 )
+
+// leaseTaker implements driver.Leaser through the inner store's.
+type leaseTaker struct {
+	w     *wrapped
+	inner driver.Leaser
+}
+
+// Lease makes the lease step through the inner store, and records it as
+// a decision of its request's cost.
+func (lt leaseTaker) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
+	w := lt.w
+	start := time.Since(epoch)
+	g, err := lt.inner.Lease(ctx, key, spec, req)
+	elapsed := time.Since(epoch) - start
+	ls := w.m.limiter(spec)
+	ls.decide.Observe(elapsed.Seconds())
+	if err != nil {
+		w.failed(ctx, ls, spec, opDecide, key, err)
+		return g, err
+	}
+	w.count(ls, spec, req.Min, g.Decision)
+	return g, nil
+}
 
 var (
 	_ ratekeeper.Store    = (*wrapped)(nil)
@@ -107,6 +142,7 @@ var (
 	_ driver.Charger      = chargerWrapped{}
 	_ driver.MultiDecider = fullWrapped{}
 	_ driver.Charger      = fullWrapped{}
+	_ driver.Leaser       = leasingWrapped{}
 )
 
 func (w *wrapped) unwrap() *wrapped { return w }

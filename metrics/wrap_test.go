@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/metrics"
 )
 
@@ -119,6 +120,29 @@ func TestWrapKeepsOptionalInterfaces(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestWrapTakesLeases: a wrapped memstore takes leases, so a Limiter with
+// leases runs on it, and its lease steps are counted.
+func TestWrapTakesLeases(t *testing.T) {
+	m := metrics.New()
+	store := memstore.New()
+	defer store.Close()
+	wrapped := m.Wrap(store)
+	if _, ok := wrapped.(driver.Leaser); !ok {
+		t.Fatal("a wrapped memstore is no driver.Leaser")
+	}
+	lim, err := ratekeeper.New(wrapped, ratekeeper.FixedWindow{Limit: 100, Window: time.Hour},
+		ratekeeper.WithLeases(ratekeeper.Leases{TTL: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	for range 10 {
+		if res, err := lim.Allow(context.Background(), "k"); err != nil || !res.Allowed {
+			t.Fatalf("Allow = %+v, %v", res, err)
 		}
 	}
 }

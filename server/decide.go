@@ -116,6 +116,16 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		ds[idx[j]].asked = reqs[j]
 	}
 	if len(idx) == 1 {
+		if d, r := &ds[idx[0]], reqs[0]; d.rule.lim != nil && r.Mode == driver.Take && !r.ChargeOver && r.N > 0 {
+			// Alone in its request, a take of a rule with leases is
+			// decided from the rule's lease.
+			res, err := d.rule.lim.AllowN(ctx, r.Key, r.N)
+			if err != nil {
+				return err
+			}
+			d.res, d.decided = res, true
+			return nil
+		}
 		dec, ok, err := s.decideOne(ctx, reqs[0])
 		if err != nil {
 			return err

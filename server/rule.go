@@ -45,6 +45,9 @@ type rule struct {
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
 	metrics *ruleMetrics
+	// lim decides the rule's descriptor from leases when it is alone in
+	// its request and takes its hits; nil for a rule without leases.
+	lim *ratekeeper.Limiter
 }
 
 // enforced reports whether the rule denies a request on its own: it is
@@ -81,11 +84,22 @@ func (s *Service) compile(r *config.Rule, l *labelling) (*rule, error) {
 		}
 	}
 	if !c.block {
-		lim, err := ratekeeper.New(s.store, r.Policy())
+		ttl := r.Lease
+		if ttl == 0 && s.opts.Leases > 0 && config.LeaseRefused(r.Policy()) == "" {
+			ttl = s.opts.Leases
+		}
+		var opts []ratekeeper.Option
+		if ttl > 0 {
+			opts = append(opts, ratekeeper.WithLeases(ratekeeper.Leases{TTL: ttl}))
+		}
+		lim, err := ratekeeper.New(s.store, r.Policy(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
 		}
 		c.spec = lim.Spec()
+		if ttl > 0 {
+			c.lim = lim
+		}
 		c.setQuotas()
 	}
 	s.setFields(c)

@@ -66,6 +66,12 @@ type Options struct {
 	// StoreTimeout bounds the store's part of a decision (see
 	// storeBudget); 0 is DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// Leases, when above 0, has every rule whose algorithm takes leases
+	// and that sets none of its own (config.Rule.Lease) decide its
+	// descriptor from leases of this TTL when the descriptor is alone in
+	// its request (see ratekeeper.WithLeases). The store must take leases
+	// (a driver.Leaser).
+	Leases time.Duration
 }
 
 // Service decides rate limit requests against a configuration. It is safe
@@ -129,10 +135,35 @@ func (s *Service) SetConfig(cfg *config.Config) error {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
 	snap.gen = s.gen.Add(1)
-	s.current.Store(snap)
+	if prev := s.current.Swap(snap); prev != nil {
+		// Its leases go back once the requests still deciding with it
+		// are done: they end within the store's budget.
+		time.AfterFunc(2*s.opts.StoreTimeout, func() { prev.closeLeases() })
+	}
 	s.opts.Metrics.retire(snap.labels)
 	s.opts.Metrics.configLoaded(snap.gen)
 	return nil
+}
+
+// Close gives back what the current configuration's leases hold, for a
+// service shutting down: it decides nothing with them afterwards.
+func (s *Service) Close() error {
+	if snap := s.current.Load(); snap != nil {
+		return snap.closeLeases()
+	}
+	return nil
+}
+
+// closeLeases closes the Limiters of the snapshot's rules that take
+// leases, giving back what they hold.
+func (snap *snapshot) closeLeases() error {
+	var errs []error
+	for _, r := range snap.rules {
+		if r.lim != nil {
+			errs = append(errs, r.lim.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Generation returns the number of configurations set so far: 0 before

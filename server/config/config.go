@@ -31,7 +31,9 @@
 //   - count_over_limit: true charges the rule's hits even when its request
 //     is denied (see Rule.CountOverLimit);
 //   - refunds: true lets the rule's descriptors give hits back (see
-//     Rule.Refunds).
+//     Rule.Refunds);
+//   - lease: {ttl: 50ms} decides the rule's descriptor from leases (see
+//     Rule.Lease).
 //
 // and a descriptor may hold several limits, decided all or nothing, in a
 // list rate_limits instead of its rate_limit:
@@ -172,6 +174,11 @@ type Rule struct {
 	// made: whoever can reach the service must not be able to give a key
 	// back.
 	Refunds bool
+	// Lease (lease: {ttl: 50ms}) has the service decide the rule's
+	// descriptor, when it is alone in its request, in process from
+	// leases of this TTL (see ratekeeper.WithLeases); 0 for none. Only a
+	// rate_limit whose algorithm takes leases has one.
+	Lease time.Duration
 	// DetailedMetric is the descriptor's detailed_metric. It asks envoy for
 	// per-value statistics; ratekeeper's metrics never carry request
 	// values, so it is informational.

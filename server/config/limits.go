@@ -45,7 +45,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 				}
 			}
 		}
-		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit", "refunds"} {
+		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit", "refunds", "lease"} {
 			if f := fs[k]; f != nil {
 				b.errorf(f.k, f.path, "an unlimited rule takes no %s", k)
 			}
@@ -65,7 +65,67 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 	}
 	r.Limits = []Limit{l}
 	r.policy = l.Policy
-	return true
+	if f := fs["lease"]; f != nil {
+		r.Lease = b.lease(f, l.Policy)
+	}
+	return len(b.errs) == errs
+}
+
+// lease reads a rate_limit's lease, {ttl: 50ms}, for a rule of policy p:
+// its TTL, or 0 after an error.
+func (b *builder) lease(f *field, p ratekeeper.Policy) time.Duration {
+	m := b.mapping(f)
+	if m == nil {
+		return 0
+	}
+	fs := b.fields(m, f.path, leaseKeys, true)
+	tf := fs["ttl"]
+	if tf == nil {
+		b.errorf(m, join(f.path, "ttl"), "is missing: a lease lasts 1ms to %v, such as {ttl: 50ms}", ratekeeper.MaxLeaseTTL)
+		return 0
+	}
+	text, ok := b.str(tf)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(text)
+	switch {
+	case err != nil:
+		b.errorf(tf.v, tf.path, "'%s' is not a duration such as 50ms", text)
+		return 0
+	case d < time.Millisecond || d > ratekeeper.MaxLeaseTTL:
+		b.errorf(tf.v, tf.path, "%s is outside 1ms to %v", text, ratekeeper.MaxLeaseTTL)
+		return 0
+	}
+	if p == nil {
+		b.errorf(f.k, f.path, "a limit of 0 takes no lease: it denies every request")
+		return 0
+	}
+	if why := LeaseRefused(p); why != "" {
+		b.errorf(f.k, f.path, "%s", why)
+		return 0
+	}
+	return d
+}
+
+// LeaseRefused says why a rule of policy p takes no leases, or "" if it
+// takes them.
+func LeaseRefused(p ratekeeper.Policy) string {
+	if p == nil {
+		return "a limit of 0 takes no lease"
+	}
+	spec, err := p.Spec()
+	if err != nil {
+		return err.Error()
+	}
+	v, err := driver.Validate(spec)
+	if err != nil {
+		return err.Error()
+	}
+	if !v.Leases() {
+		return fmt.Sprintf("the %s algorithm takes no leases", spec.Algorithm)
+	}
+	return ""
 }
 
 // multi reads a rate_limits list into r.

@@ -24,7 +24,8 @@ var (
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"}
 	rateLimitKeys = []string{"requests_per_unit", "unit", "unlimited", "name", "replaces",
-		"algorithm", "burst", "period", "count_over_limit", "refunds"}
+		"algorithm", "burst", "period", "count_over_limit", "refunds", "lease"}
+	leaseKeys    = []string{"ttl"}
 	limitKeys    = []string{"name", "requests_per_unit", "unit", "algorithm", "burst", "period", "count_over_limit", "refunds"}
 	replacesKeys = []string{"name"}
 )

@@ -22,11 +22,17 @@ const (
 // Store returns st with each of its decisions traced in a span, a child of
 // the span in the call's context: "ratekeeper.Store/Decide" for one key,
 // "ratekeeper.Store/DecideAll" for several at once, and
-// "ratekeeper.Store/Charge" and "/Refund". The result is a driver.Charger
-// exactly when st is.
+// "ratekeeper.Store/Charge", "/Refund" and "/Lease". The result is a
+// driver.Charger exactly when st is, and a driver.Leaser exactly when st
+// is (memstore's and redisstore's are both).
 func (t *Tracer) Store(st server.Store) server.Store {
 	ts := &tracedStore{Store: st, tracer: t.tracer}
-	if c, ok := st.(driver.Charger); ok {
+	c, charges := st.(driver.Charger)
+	l, leases := st.(driver.Leaser)
+	switch {
+	case charges && leases:
+		return &tracedLeaser{tracedCharger: &tracedCharger{tracedStore: ts, charger: c}, leaser: l}
+	case charges:
 		return &tracedCharger{tracedStore: ts, charger: c}
 	}
 	return ts
@@ -96,9 +102,27 @@ func (s *tracedCharger) Refund(ctx context.Context, key string, spec *driver.Val
 	})
 }
 
+// tracedLeaser is a tracedCharger whose store is also a driver.Leaser.
+type tracedLeaser struct {
+	*tracedCharger
+	leaser driver.Leaser
+}
+
+// Lease implements driver.Leaser.
+func (s *tracedLeaser) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
+	var g driver.LeaseGrant
+	_, err := s.traced(ctx, "ratekeeper.Store/Lease", func(ctx context.Context) (driver.Decision, error) {
+		var err error
+		g, err = s.leaser.Lease(ctx, key, spec, req)
+		return g.Decision, err
+	})
+	return g, err
+}
+
 var (
 	_ server.Store   = (*tracedStore)(nil)
 	_ driver.Charger = (*tracedCharger)(nil)
+	_ driver.Leaser  = (*tracedLeaser)(nil)
 )
 
 func denied(r driver.Decision) int {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/server"
 )
@@ -24,12 +25,32 @@ func refundsFromEnv(lookup func(string) (string, bool)) (bool, error) {
 	return false, fmt.Errorf("%s=%q: want true or false", refundsVariable, v)
 }
 
+// leasesVariable sets leases for every rule, as -leases does: the setting
+// where only the environment is set, as under Envoy Gateway.
+const leasesVariable = "RATEKEEPER_LEASES"
+
+// leasesFromEnv reads leasesVariable: a TTL of 1ms to
+// ratekeeper.MaxLeaseTTL, or 0 (off); absent, 0.
+func leasesFromEnv(lookup func(string) (string, bool)) (time.Duration, error) {
+	v, ok := lookup(leasesVariable)
+	if !ok || v == "" || v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 50ms, or 0 for none", leasesVariable, v)
+	}
+	return d, nil
+}
+
 // countingFlags registers the flags that say how hits count.
 func (s *settings) countingFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.deniedHitsFlag, "denied-hits", "",
 		"what a denied request's descriptors take: none; all, every hit counts (envoy's default); or over, those over their limit (envoy's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT). Default: envoy's, from that variable, when started with no flags, else none")
 	fs.BoolVar(&s.countOverLimit, "count-over-limit", false,
 		"every rule counts its hits over its limit, as a rule's count_over_limit does: charged into debt, for costs known after the response")
+	fs.DurationVar(&s.leases, "leases", s.leases,
+		"leases of this TTL (such as 50ms; 0 for none) for every rule whose algorithm takes them and that sets no lease of its own: a descriptor alone in its request is then decided in process from a lease of its key, past one Redis core, within the rule's bound (RATEKEEPER_LEASES)")
 	fs.BoolVar(&s.refunds, "refunds", s.refunds,
 		"every rule takes refunds (is_negative_hits, /v1/decide's mode refund), as a rule's refunds: true does; off, they are ignored on gRPC and /json and refused on /v1/decide. Only for callers trusted to give back what they took (RATEKEEPER_REFUNDS)")
 }

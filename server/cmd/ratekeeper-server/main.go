@@ -137,7 +137,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	opts := server.Options{
 		Shadow: s.shadow, ResponseHeaders: s.headers, OnStoreError: onErr, Metrics: metrics, Logger: logger,
 		StoreTimeout: s.svc.storeTimeout, DeniedHits: s.deniedHits(), CountOverLimit: s.countOverLimit,
-		Refunds: s.refunds,
+		Refunds: s.refunds, Leases: s.leases,
 	}
 	if s.refunds {
 		logger.Warn("refunds are on for every rule (-refunds, RATEKEEPER_REFUNDS): any caller that reaches the API can give a key back")
@@ -223,6 +223,10 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	cancel()
 	logger.Info("shutting down: calls in flight have 5 s to finish")
 	shutdown(g, servers)
+	// What leases hold goes back, for the other replicas to take.
+	if cerr := svc.Close(); cerr != nil {
+		logger.Warn("leases not given back: the store counts them until they expire", "error", cerr)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,46 @@ func TestMemstoreMaxKeys(t *testing.T) {
 	}
 	if m.MaxKeys() != 1234 {
 		t.Errorf("the in-process store bounds %d keys, want 1234", m.MaxKeys())
+	}
+}
+
+// TestLeasesSettings: -leases and RATEKEEPER_LEASES set leases for every
+// rule, the flag winning; anything but a duration of 1ms to a minute, or
+// 0, is refused.
+func TestLeasesSettings(t *testing.T) {
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if k == leasesVariable && v != "" {
+				return v, true
+			}
+			return "", false
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want time.Duration
+		err  string
+	}{
+		{[]string{"-config", "x.yaml"}, "", 0, ""},
+		{[]string{"-config", "x.yaml", "-leases", "50ms"}, "", 50 * time.Millisecond, ""},
+		{[]string{"-config", "x.yaml"}, "20ms", 20 * time.Millisecond, ""},
+		{[]string{"-config", "x.yaml", "-leases", "0"}, "20ms", 0, ""},
+		{[]string{"-config", "x.yaml"}, "soon", 0, "RATEKEEPER_LEASES"},
+		{[]string{"-config", "x.yaml", "-leases", "2m"}, "", 0, "-leases 2m0s"},
+		{[]string{"-config", "x.yaml", "-leases", "10us"}, "", 0, "-leases 10µs"},
+	} {
+		s, err := parseSettings(tc.args, env(tc.env), io.Discard)
+		if err == nil {
+			err = s.validate()
+		}
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v with %q: %v, want an error naming %s", tc.args, tc.env, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v with %q: %v", tc.args, tc.env, err)
+		case tc.err == "" && s.leases != tc.want:
+			t.Errorf("%v with %q: leases %v, want %v", tc.args, tc.env, s.leases, tc.want)
+		}
 	}
 }

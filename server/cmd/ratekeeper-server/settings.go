@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/internal/envsettings"
 )
@@ -48,7 +49,8 @@ type settings struct {
 	envoyEnv           bool   // started with no flags: envoy's environment alone
 	deniedHitsFlag     string // -denied-hits; "" for the default (see deniedHits)
 	countOverLimit     bool
-	refunds            bool // -refunds, RATEKEEPER_REFUNDS
+	refunds            bool          // -refunds, RATEKEEPER_REFUNDS
+	leases             time.Duration // -leases, RATEKEEPER_LEASES
 	onStoreError       string
 	forceStart         bool
 	healthyWithAConfig bool
@@ -149,6 +151,9 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	if s.refunds, err = refundsFromEnv(lookup); err != nil {
 		return nil, fmt.Errorf("environment: %w", err)
 	}
+	if s.leases, err = leasesFromEnv(lookup); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
 	fs := flag.NewFlagSet("ratekeeper-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.config, "config", s.config, "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format); default from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY")
@@ -218,6 +223,9 @@ func (s *settings) validate() error {
 	}
 	if s.check && s.configType != "FILE" {
 		errs = append(errs, errors.New("-check reads -config: a pushed configuration is checked as it arrives"))
+	}
+	if s.leases != 0 && (s.leases < time.Millisecond || s.leases > ratekeeper.MaxLeaseTTL) {
+		errs = append(errs, fmt.Errorf("-leases %v: 0 for none, or 1ms to %v", s.leases, ratekeeper.MaxLeaseTTL))
 	}
 	if s.grpcNetwork != "tcp" && s.grpcNetwork != "unix" {
 		errs = append(errs, fmt.Errorf("-grpc-network %q: tcp or unix", s.grpcNetwork))

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/internal/leasetest"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+	"github.com/ratekeeper/ratekeeper/server/config"
+)
+
+const leaseConfig = `domain: test
+descriptors:
+  - key: api
+    rate_limit: {unit: second, requests_per_unit: 2000, algorithm: gcra, burst: 50, lease: {ttl: 50ms}}
+`
+
+// TestLeasesAcrossReplicas: four replicas, each over its own Redis client,
+// serve one hot descriptor whose rule takes leases. At twice the rule's
+// rate, no window admits more than its bound; at 80% of it, Redis sees a
+// fraction of the script calls the requests would make without leases.
+func TestLeasesAcrossReplicas(t *testing.T) {
+	addr := redistest.Addr(t)
+	prefix := "svc-lease-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	var counter redistest.Counter
+	var replicas []*Service
+	for range 4 {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		c.AddHook(&counter)
+		t.Cleanup(func() { c.Close() })
+		svc := newService(t, redisstore.New(c, redisstore.WithKeyPrefix(prefix)), leaseConfig, Options{})
+		t.Cleanup(func() { svc.Close() })
+		replicas = append(replicas, svc)
+	}
+	c := leasetest.Case{Name: "gcra2000ps_b50", Rate: 2000,
+		Bound: leasetest.SpanBound(func(d int64) int64 { return 50 + d/500 })}
+
+	adm, asked := drive(t, replicas, 2*c.Rate, time.Second)
+	leasetest.Check(t, leasetest.Case{Name: c.Name, Bound: c.Bound}, adm)
+	t.Logf("at twice the rate: %d of %d allowed", len(adm), asked)
+
+	before := counter.Sent()
+	adm, asked = drive(t, replicas, 0.8*c.Rate, time.Second)
+	sent := counter.Sent() - before
+	leasetest.Check(t, leasetest.Case{Name: c.Name, Bound: c.Bound}, adm)
+	t.Logf("at 80%% of the rate: %d of %d allowed, %d Redis commands", len(adm), asked, sent)
+	if sent > int64(asked)/4 {
+		t.Errorf("%d Redis commands for %d requests: leases saved too little", sent, asked)
+	}
+	if len(adm) < asked*9/10 {
+		t.Errorf("at 80%% of the rate, %d of %d allowed", len(adm), asked)
+	}
+}
+
+// drive asks the replicas for the hot descriptor at rate per second in
+// all, in Poisson arrivals from 4 callers each, for d, and returns when
+// each OK was answered, and how many requests were made.
+func drive(t *testing.T, replicas []*Service, rate float64, d time.Duration) ([]leasetest.Admission, int) {
+	var mu sync.Mutex
+	var adm []leasetest.Admission
+	var asked atomic.Int64
+	var wg sync.WaitGroup
+	callers := 4 * len(replicas)
+	pace := float64(time.Second) * float64(callers) / rate
+	begin := time.Now()
+	for i := range callers {
+		svc := replicas[i%len(replicas)]
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 11))
+			req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api", "x")}}
+			var mine []leasetest.Admission
+			for next := begin; time.Since(begin) < d; next = next.Add(time.Duration(r.ExpFloat64() * pace)) {
+				time.Sleep(time.Until(next))
+				lo := time.Now()
+				resp, err := svc.Decide(context.Background(), req)
+				hi := time.Now()
+				asked.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+					mine = append(mine, leasetest.Admission{Lo: lo.UnixMicro(), Hi: hi.UnixMicro()})
+				}
+			}
+			mu.Lock()
+			adm = append(adm, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return adm, int(asked.Load())
+}
+
+// TestLeaseConfig: a rule's lease is read, and refused where it cannot be.
+func TestLeaseConfig(t *testing.T) {
+	cfg := loadConfig(t, leaseConfig)
+	if r := cfg.Rules("test")[0]; r.Lease != 50*time.Millisecond {
+		t.Errorf("lease = %v, want 50ms", r.Lease)
+	}
+	for _, tc := range []struct{ rl, want string }{
+		{"{unit: second, requests_per_unit: 10, lease: {ttl: 1h}}", "outside 1ms to 1m0s"},
+		{"{unit: second, requests_per_unit: 10, lease: {ttl: soon}}", "not a duration"},
+		{"{unit: second, requests_per_unit: 10, lease: {}}", "ttl: is missing"},
+		{"{unit: second, requests_per_unit: 10, lease: {ttl: 50ms, size: 3}}", "size"},
+		{"{unit: second, requests_per_unit: 10, algorithm: sliding_window_log, lease: {ttl: 50ms}}", "takes no leases"},
+		{"{unlimited: true, lease: {ttl: 50ms}}", "an unlimited rule takes no lease"},
+		{"{unit: second, requests_per_unit: 0, lease: {ttl: 50ms}}", "a limit of 0 takes no lease"},
+	} {
+		yaml := fmt.Sprintf("domain: test\ndescriptors:\n  - key: api\n    rate_limit: %s\n", tc.rl)
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "rate_limit.lease") {
+			t.Errorf("%s: %v; want an error naming rate_limit.lease, with %q", tc.rl, err, tc.want)
+		}
+	}
+}
