@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -109,6 +110,21 @@ var libs = []lib{
 		decisionCmd: "get",
 	},
 	{
+		name:  "ratekeeper+leases",
+		about: "ratekeeper.WithLeases(Leases{TTL: 50ms}) on 8 Limiters, each over its own client, the goroutines spread over them: a hot key decided in process from leases, the token bucket",
+		open:  openLeasing(tokenBucketOf),
+		cmds:  scriptCmds,
+		// Its token bucket scripts GET their key once per call.
+		decisionCmd: "get",
+	},
+	{
+		name:        "ratekeeper-gcra+leases",
+		about:       "ratekeeper+leases with ratekeeper.GCRA",
+		open:        openLeasing(gcraOf),
+		cmds:        scriptCmds,
+		decisionCmd: "get",
+	},
+	{
 		name:        "ratekeeper-cte",
 		about:       "ratekeeper over a go-redis client with ContextTimeoutEnabled, which bounds each call by its context's deadline: no hand-off for a context with a deadline",
 		open:        openRatekeeperCTE(tokenBucketOf),
@@ -205,6 +221,45 @@ func openRatekeeper(pol func(policy) ratekeeper.Policy, opts ...redisstore.Optio
 	return func(addr string, p policy) (decideFunc, func(), error) {
 		client := newClient(addr)
 		return openLimiter(client, redisstore.New(client, opts...), pol(p))
+	}
+}
+
+// leasingLimiters is how many Limiters with leases ratekeeper+leases
+// spreads its callers over, each with a client of its own, as servers of
+// a fleet would be.
+const leasingLimiters = 8
+
+// openLeasing opens leasingLimiters Limiters with leases of 50ms over
+// clients of their own, deciding under the policy that pol makes of p;
+// each decision goes to the next Limiter in turn.
+func openLeasing(pol func(policy) ratekeeper.Policy) func(string, policy) (decideFunc, func(), error) {
+	return func(addr string, p policy) (decideFunc, func(), error) {
+		var lims []*ratekeeper.Limiter
+		var clients []*redis.Client
+		closeAll := func() {
+			for _, l := range lims {
+				l.Close()
+			}
+			for _, c := range clients {
+				c.Close()
+			}
+		}
+		for range leasingLimiters {
+			client := newClient(addr)
+			clients = append(clients, client)
+			lim, err := ratekeeper.New(redisstore.New(client), pol(p), ratekeeper.WithLeases(ratekeeper.Leases{TTL: 50 * time.Millisecond}))
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			lims = append(lims, lim)
+		}
+		var next atomic.Uint32
+		decide := func(ctx context.Context, key string) (bool, error) {
+			res, err := lims[next.Add(1)%leasingLimiters].Allow(ctx, key)
+			return res.Allowed, err
+		}
+		return decide, closeAll, nil
 	}
 }
 
