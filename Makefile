@@ -16,6 +16,10 @@ check: lint
 	# Alone and without the race detector, every call on a live Cluster
 	# master's key must meet its deadline while another master is down.
 	go test -count=1 -run '^TestClusterMasterDown$$/./^pipelined$$' ./internal/faults/
+	# Alone and without the race detector, fleets with leases admit 95% of
+	# the rate at twice its demand, and no Limiter waits longer than one
+	# without leases, plus a TTL (with -short above, only the bound).
+	go test -count=1 ./internal/leasetest/
 	cd metrics && go test -race -count=1 ./...
 	cd grpclimit && go test -race -count=1 ./...
 	cd server && go test -race -short -count=1 -timeout 20m $$(go list ./... | grep -v /internal/envoyit)

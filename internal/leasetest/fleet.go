@@ -134,7 +134,8 @@ type Options struct {
 // Run runs Weights' fleet on key, with demand of o.Demand times the
 // policy's rate in Poisson arrivals, each Limiter on a store of its own from open, and
 // checks the bound and that the fleet admitted at least 95% of the rate
-// in steady state (o.MinShare).
+// in steady state (o.MinShare), but with -short, where only the bound is
+// checked.
 func Run(t *testing.T, c Case, key string, open func() ratekeeper.Store, o Options) Fleet {
 	t.Helper()
 	if o.Duration == 0 {
@@ -229,6 +230,10 @@ func Run(t *testing.T, c Case, key string, open func() ratekeeper.Store, o Optio
 		o.MinShare = 0.95
 	}
 	switch {
+	case testing.Short():
+		// The bound holds however busy the machine is; the share of the
+		// rate is measured alone, without the race detector (make test
+		// runs this package so after the rest).
 	case f.Offered < 0.75*o.Demand:
 		// A machine too busy to make the demand asked for (the race
 		// detector, other tests) cannot show the share it would get.
