@@ -34,7 +34,12 @@ func TestBrokenStoresFail(t *testing.T) {
 		{"one-wrong", []string{"TokenBucketScenarios", "GCRAScenarios", "RandomEquivalence"}},
 	} {
 		t.Run(tc.store, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreChild$", "-test.count=1", "-test.v")
+			t.Parallel() // each in a process of its own
+			args := []string{"-test.run=^TestBrokenStoreChild$", "-test.count=1", "-test.v"}
+			if testing.Short() {
+				args = append(args, "-test.short")
+			}
+			cmd := exec.Command(os.Args[0], args...)
 			cmd.Env = append(os.Environ(), brokenEnv+"="+tc.store)
 			out, err := cmd.CombinedOutput()
 			if tc.fails == nil {

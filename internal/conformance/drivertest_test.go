@@ -15,6 +15,7 @@ import (
 func TestDriver(t *testing.T) {
 	for _, sf := range stores[1:] {
 		t.Run(sf.name, func(t *testing.T) {
+			t.Parallel() // one server and the Cluster are apart
 			drivertest.Run(t, func(t *testing.T, now func() time.Time) ratekeeper.Store {
 				// A Cluster runs the very scripts one server does, which
 				// every seed checks: one seed of the random sequences
