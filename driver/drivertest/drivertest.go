@@ -32,6 +32,11 @@
 //     sequences draw charges and refunds among their requests, up to
 //     MaxLimit, and every Result must keep the documented bounds.
 //
+// The random sequences (of decisions, and of leases for a driver.Leaser)
+// run from three fixed seeds, so that a failure is reproducible; under
+// go test -short (testing.Short) only the first seed runs, which still
+// covers every policy, and a full run, without -short, runs all three.
+//
 // Every store Run opens reads its time only from now, which Run moves;
 // its keys may persist between the stores of one Run (Run resets the keys
 // it uses), but a store must not share state with another one opened for

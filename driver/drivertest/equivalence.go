@@ -15,6 +15,16 @@ import (
 // Fixed seeds keep failures reproducible.
 var seeds = []uint64{1, 2, 3}
 
+// runSeeds returns the seeds the random sequences run with: all of them,
+// or only the first under -short (testing.Short), so that a quick run
+// still checks every policy once and a full run checks them three times.
+func runSeeds() []uint64 {
+	if testing.Short() {
+		return seeds[:1]
+	}
+	return seeds
+}
+
 const equivalenceSteps = 10_000
 
 // testRandomEquivalence requires the store to return the Go model's
@@ -30,7 +40,7 @@ func (ts *suite) testRandomEquivalence(t *testing.T) {
 			// The seeds run at once too: with a remote store, each run
 			// spends most of its time waiting for it.
 			var wg sync.WaitGroup
-			for _, seed := range seeds {
+			for _, seed := range runSeeds() {
 				wg.Go(func() {
 					t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 						ts.checkEquivalence(t, pc, seed)

@@ -36,7 +36,7 @@ func (ts *suite) testLeaseEquivalence(t *testing.T) {
 		}
 		t.Run(pc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, seed := range seeds {
+			for _, seed := range runSeeds() {
 				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { ts.checkLeaseEquivalence(t, pc, seed) })
 			}
 		})
