@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -73,39 +75,54 @@ func envoyFixtures(t *testing.T) string {
 	return filepath.Join(dir, "test", "config")
 }
 
-var oracleDir string // removed by TestMain
-
+// oracle returns envoy's loader, built from testdata/envoyoracle against
+// envoyModule, as envoytest caches envoy's service: under the user's
+// cache directory, keyed by envoy's version, a hash of the oracle's
+// source and the Go release, so that later runs reuse it and a change to
+// any of them builds it anew. It is built in a directory of its own and
+// renamed into place, so that a concurrent test binary never sees a
+// half-written file.
 var oracle = sync.OnceValues(func() (string, error) {
 	src, err := os.ReadFile(filepath.Join("testdata", "envoyoracle", "main.go"))
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "envoyoracle")
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	_, version, _ := strings.Cut(envoyModule, "@")
+	sum := sha256.Sum256(src)
+	dir := filepath.Join(base, "ratekeeper", "envoyoracle",
+		fmt.Sprintf("%s-%x-%s", version, sum[:8], runtime.Version()))
+	path := filepath.Join(dir, "oracle")
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return "", err
 	}
-	oracleDir = dir
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "main.go"), src, 0o644); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module envoyoracle\n\ngo 1.24\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module envoyoracle\n\ngo 1.24\n"), 0o644); err != nil {
 		return "", err
 	}
 	for _, args := range [][]string{{"get", envoyModule}, {"mod", "tidy"}, {"build", "-o", "oracle", "."}} {
-		if _, err := goCmd(dir, args...); err != nil {
+		if _, err := goCmd(tmp, args...); err != nil {
 			return "", err
 		}
 	}
-	return filepath.Join(dir, "oracle"), nil
-})
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if oracleDir != "" {
-		os.RemoveAll(oracleDir)
+	if err := os.Rename(filepath.Join(tmp, "oracle"), path); err != nil {
+		return "", err
 	}
-	os.Exit(code)
-}
+	return path, nil
+})
 
 // query is a descriptor to look up.
 type query struct {
