@@ -22,7 +22,8 @@ const brokenEnv = "DRIVERTEST_BROKEN_STORE"
 // TestBrokenStoresFail: the suite fails a store that forgets a key's
 // state between calls, and one that decides one request wrongly, and
 // passes the store they break. Each runs in a child process, whose
-// failure the suite reports as a test's would.
+// failure the suite reports as a test's would, with -short if this run
+// has it.
 func TestBrokenStoresFail(t *testing.T) {
 	for _, tc := range []struct {
 		store string
@@ -34,7 +35,14 @@ func TestBrokenStoresFail(t *testing.T) {
 		{"one-wrong", []string{"TokenBucketScenarios", "GCRAScenarios", "RandomEquivalence"}},
 	} {
 		t.Run(tc.store, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreChild$", "-test.count=1", "-test.v")
+			t.Parallel() // each in a process of its own
+			args := []string{"-test.run=^TestBrokenStoreChild$", "-test.count=1", "-test.v"}
+			if testing.Short() {
+				// The child runs the suite as this run does: under
+				// -short, from one seed.
+				args = append(args, "-test.short")
+			}
+			cmd := exec.Command(os.Args[0], args...)
 			cmd.Env = append(os.Environ(), brokenEnv+"="+tc.store)
 			out, err := cmd.CombinedOutput()
 			if tc.fails == nil {
