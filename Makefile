@@ -1,18 +1,28 @@
 # make test: vet, staticcheck and the race-enabled tests against a
 # throwaway redis-server (installed with apt-get when missing and root),
 # then the demo's page in headless Chromium (likewise installed), and a vet
-# with the oldest Go release go.mod allows.
+# with the oldest Go release go.mod allows. The race-enabled tests run with
+# -short: one seed of the random sequences, not the longest runs, which
+# make soak runs in full. The binaries the tests run (ratekeeper-server by
+# the Dockerfile's command and with -race, ratekeeper-demo with and
+# without -race) are built once per run by scripts/with-binaries.sh, into
+# a temporary directory, their paths handed to the tests in
+# RATEKEEPER_SERVER_BIN, RATEKEEPER_SERVER_RACE_BIN, RATEKEEPER_DEMO_BIN
+# and RATEKEEPER_DEMO_RACE_BIN (internal/prebuilt); without them, as
+# under make check or a plain go test, each test binary builds its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test check lint e2e demo server fuzz bench bench-service soak min-go
 
 test:
-	./scripts/with-redis.sh $(MAKE) --no-print-directory check
+	./scripts/with-redis.sh ./scripts/with-binaries.sh $(MAKE) --no-print-directory check
 
-# -short: one seed of each random sequence, and no test of a million keys;
-# make soak runs them all.
+# The race-enabled tests of the root module, metrics, grpclimit and the
+# service (but envoyit) in one go command, which runs one module's tests
+# while it compiles another's.
 check: lint
-	go test -race -short -count=1 -timeout 20m ./...
+	go test -race -short -count=1 -timeout 20m ./... ./metrics/... ./grpclimit/... \
+		$$(go list ./server/... | grep -v /internal/envoyit)
 	# Alone and without the race detector, every call on a live Cluster
 	# master's key must meet its deadline while another master is down.
 	go test -count=1 -run '^TestClusterMasterDown$$/./^pipelined$$' ./internal/faults/
@@ -20,25 +30,22 @@ check: lint
 	# the rate at twice its demand, and no Limiter waits longer than one
 	# without leases, plus a TTL (with -short above, only the bound).
 	go test -count=1 ./internal/leasetest/
-	cd metrics && go test -race -count=1 ./...
-	cd grpclimit && go test -race -count=1 ./...
-	cd server && go test -race -short -count=1 -timeout 20m $$(go list ./... | grep -v /internal/envoyit)
 	# envoyproxy/ratelimit's own integration tests, against the built
 	# binary: their time is their own sleeps, which the race detector
-	# would only stretch.
-	cd server && go test -count=1 -timeout 10m ./internal/envoyit/...
-	cd bench && go test -count=1 ./...
+	# would only stretch; and the benchmarks' tools, also without it.
+	go test -count=1 -timeout 10m ./server/internal/envoyit/... ./bench/...
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory min-go
 
+# The modules' packages, by the workspace (go.work), so that one go
+# command takes them all: each shared package is loaded once, and the
+# tests of one module run while another's compile.
+LINTED := ./... ./e2e/... ./metrics/... ./grpclimit/... ./server/...
+
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
-	go run $(STATICCHECK) ./...
-	cd e2e && go vet ./... && go run $(STATICCHECK) ./...
-	cd metrics && go vet ./... && go run $(STATICCHECK) ./...
-	cd grpclimit && go vet ./... && go run $(STATICCHECK) ./...
-	cd server && go vet ./... && go run $(STATICCHECK) ./...
+	go vet $(LINTED)
+	go run $(STATICCHECK) $(LINTED)
 
 # The browser test (its own module, e2e/): it builds cmd/ratekeeper-demo,
 # runs it against the Redis in RATEKEEPER_REDIS_ADDR (else the in-process
@@ -82,18 +89,23 @@ bench:
 bench-service:
 	./scripts/bench-service.sh $(ARGS)
 
-# The long runs of internal/soak (not part of make test, which runs them
-# for a few seconds): a minute of load per algorithm, every admission
-# checked against the policy's bound, then 30 s of load on the demo server
-# with its memory watched. Without -race, so the rates and the memory are
-# the real ones.
+# The long runs, none of them part of make test:
+#   - internal/soak (which make test runs for a few seconds): a minute of
+#     load per algorithm, every admission checked against the policy's
+#     bound, then 30 s of load on the demo server with its memory watched.
+#     Without -race, so the rates and the memory are the real ones.
+#   - what make test's -short leaves out, under -race: the random
+#     sequences of driver/drivertest (decisions, and leases) from all
+#     three seeds rather than the first, on memstore, one Redis and the
+#     Cluster; memstore's million keys (TestCardinality); and the
+#     service's largest configuration (server/config's size test).
+SOAK_RACE := ./driver/... ./memstore/... ./internal/conformance/...
 soak:
-	./scripts/with-redis.sh env RATEKEEPER_SOAK_DURATION=60s RATEKEEPER_SOAK_LOAD_DURATION=30s \
-		go test -count=1 -v -timeout 20m ./internal/soak/
-	# What make test runs with -short: every seed of the random sequences,
-	# a million keys in memstore, 100,000 descriptors in one file.
-	./scripts/with-redis.sh go test -race -count=1 -timeout 30m ./driver/... ./memstore/ ./internal/conformance/
-	cd server && go test -race -count=1 -run 'TestLargePlainFile' ./config/
+	./scripts/with-redis.sh sh -c 'set -e; \
+		RATEKEEPER_SOAK_DURATION=60s RATEKEEPER_SOAK_LOAD_DURATION=30s \
+			go test -count=1 -v -timeout 20m ./internal/soak/; \
+		go test -race -count=1 -timeout 40m $(SOAK_RACE); \
+		cd server && go test -race -count=1 -timeout 20m ./config/...'
 
 # Refresh the README's picture of the page, docs/demo.png (make test never
 # writes it): the browser test's first page against a throwaway Redis, its

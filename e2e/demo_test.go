@@ -24,6 +24,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/ratekeeper/ratekeeper/internal/prebuilt"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
@@ -738,13 +739,20 @@ func shotsDir(t *testing.T) string {
 
 var (
 	buildOnce sync.Once
-	binDir    string
+	binDir    string // the binary's directory, if demoBinary built it
+	binPath   string
 	binErr    error
 )
 
-// demoBinary builds the demo server once for every test.
+// demoBinary builds the demo server once for every test, unless make test
+// built it for the whole run (prebuilt.DemoRaceEnv; see
+// internal/prebuilt).
 func demoBinary(t *testing.T) string {
 	buildOnce.Do(func() {
+		if p, _, err := prebuilt.Demo(true); p != "" || err != nil {
+			binPath, binErr = p, err
+			return
+		}
 		binDir, binErr = os.MkdirTemp("", "ratekeeper-e2e-")
 		if binErr != nil {
 			return
@@ -753,7 +761,8 @@ func demoBinary(t *testing.T) string {
 		defer cancel()
 		// With the race detector: the browser's requests are the
 		// concurrency that the server tests cannot make up.
-		cmd := exec.CommandContext(build, "go", "build", "-race", "-o", filepath.Join(binDir, "ratekeeper-demo"), "./cmd/ratekeeper-demo")
+		binPath = filepath.Join(binDir, "ratekeeper-demo")
+		cmd := exec.CommandContext(build, "go", "build", "-race", "-o", binPath, "./cmd/ratekeeper-demo")
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/ratekeeper-demo: %v\n%s", err, out)
@@ -762,7 +771,7 @@ func demoBinary(t *testing.T) string {
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	return filepath.Join(binDir, "ratekeeper-demo")
+	return binPath
 }
 
 // TestMain removes the demo's binary, and says how many tests skipped for

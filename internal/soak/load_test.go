@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/prebuilt"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 )
@@ -273,8 +274,15 @@ var demoBuild struct {
 	err  error
 }
 
+// startDemoBuild starts the build, unless make test built the demo for
+// the whole run (prebuilt.DemoEnv; see internal/prebuilt).
 func startDemoBuild() {
 	demoBuild.done = make(chan struct{})
+	if p, _, err := prebuilt.Demo(false); p != "" || err != nil {
+		demoBuild.bin, demoBuild.err = p, err
+		close(demoBuild.done)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ratekeeper-soak-")
 	if err != nil {
 		demoBuild.err = err

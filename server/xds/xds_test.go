@@ -187,6 +187,7 @@ func TestInitialAndUpdates(t *testing.T) {
 // reported once although the server sends it again, that the previous
 // configuration keeps answering, and that a valid push after it applies.
 func TestInvalidPush(t *testing.T) {
+	t.Parallel()
 	h := start(t, xds.Options{})
 	h.srv.Set(node, "1", domain("basic", "key1", 3))
 	h.waitVersion(t, "1")
@@ -237,6 +238,7 @@ func TestInvalidPush(t *testing.T) {
 // snapshot once it is back; it measures the time from the server
 // listening again to the new snapshot applied.
 func TestServerGoneAndBack(t *testing.T) {
+	t.Parallel()
 	h := start(t, xds.Options{})
 	h.srv.Set(node, "1", domain("basic", "key1", 3))
 	h.waitVersion(t, "1")
@@ -265,6 +267,7 @@ func TestServerGoneAndBack(t *testing.T) {
 // TestMTLSRefused checks that a client without a certificate, or that
 // does not trust the server's, gets no configuration.
 func TestMTLSRefused(t *testing.T) {
+	t.Parallel()
 	pki, other := xdstest.NewPKI(t), xdstest.NewPKI(t)
 	srv := xdstest.Start(t, pki.ServerTLS(t))
 	srv.Set(node, "1", domain("basic", "key1", 3))
@@ -487,6 +490,7 @@ func TestNACKBounded(t *testing.T) {
 // its own each time, is counted once and NACKed again about once a
 // second, not at once.
 func TestRepeatedPushAnyOrder(t *testing.T) {
+	t.Parallel()
 	h := start(t, xds.Options{})
 	var confs []*rlsconfv3.RateLimitConfig
 	for i := range 6 {
@@ -520,6 +524,7 @@ func TestRepeatedPushAnyOrder(t *testing.T) {
 // waiting on the server is applied; and that a stream idle because
 // nothing changed is kept.
 func TestFrozenStream(t *testing.T) {
+	t.Parallel()
 	const stall = time.Second
 	h := startVia(t, xds.Options{StallTimeout: stall}, true)
 	h.srv.Set(node, "1", domain("basic", "key1", 3))

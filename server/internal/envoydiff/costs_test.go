@@ -34,6 +34,7 @@ func startEnvPair(t *testing.T, domains map[string][]*rule, env ...string) *pair
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT too, since the charge's
 // descriptor is the one over its limit.
 func TestResponseCostPattern(t *testing.T) {
+	t.Parallel()
 	for _, env := range [][]string{nil, {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}} {
 		t.Run(strings.Join(append([]string{"envoy's environment"}, env...), " "), func(t *testing.T) {
 			domains := map[string][]*rule{}
@@ -49,6 +50,7 @@ func TestResponseCostPattern(t *testing.T) {
 // configured over xDS, as Envoy Gateway runs them: no flags, envoy's
 // variables, envoy's fields only.
 func TestResponseCostPatternOverXDS(t *testing.T) {
+	t.Parallel()
 	domains := map[string][]*rule{}
 	names := twoDomains(t, domains, "costs", costRules)
 	xp := startPairXDSWith(t, domains, func(addr string, x envoytest.XDS) envoytest.Addrs {

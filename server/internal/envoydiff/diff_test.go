@@ -141,6 +141,7 @@ type tally struct {
 // against that service's model, and the two answers against each other
 // wherever the models agree.
 func TestRandomSequences(t *testing.T) {
+	t.Parallel()
 	randomSequences(t, func(t *testing.T, domains map[string][]*rule) *pair { return startPair(t, domains) })
 }
 
@@ -149,6 +150,7 @@ func TestRandomSequences(t *testing.T) {
 // no flags), and checks both against envoy's model: there, ratekeeper-server
 // counts as envoy does, and answers alike, but for a look at a limit of 0.
 func TestRandomSequencesInEnvoysEnvironment(t *testing.T) {
+	t.Parallel()
 	randomSequencesOf(t, func(t *testing.T, domains map[string][]*rule) *pair { return startEnvPair(t, domains) },
 		func(domains map[string][]*rule) model {
 			m := newEnvoyModel(domains)

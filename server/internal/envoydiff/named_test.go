@@ -108,6 +108,7 @@ func runScenario(t *testing.T, rules []*rule, steps []step, envoyEnv ...string) 
 // its counter, so that a later request that would fit is denied too;
 // ratekeeper takes nothing for a denial.
 func TestDeniedRequestTakesNothing(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{{key: "user", unit: hour, rpu: 5}}
 	runScenario(t, rules, []step{
 		{hits: 3, ds: []*rlcommon.RateLimitDescriptor{desc("user", "a")},
@@ -133,6 +134,7 @@ func TestDeniedRequestTakesNothing(t *testing.T) {
 // descriptor of a request on its own, so a request denied by one still
 // takes from the others; ratekeeper takes from none of them.
 func TestDenialTakesNothingFromOtherDescriptors(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "user", unit: hour, rpu: 5},
 		{key: "ip", unit: day, rpu: 1},
@@ -154,6 +156,7 @@ func TestDenialTakesNothingFromOtherDescriptors(t *testing.T) {
 // TestZeroLimitDenialTakesNothing: a request denied by a rule of
 // requests_per_unit 0 takes nothing from its other descriptors either.
 func TestZeroLimitDenialTakesNothing(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "user", unit: hour, rpu: 5},
 		{key: "blocked", unit: hour, rpu: 0},
@@ -173,6 +176,7 @@ func TestZeroLimitDenialTakesNothing(t *testing.T) {
 // it (src/redis/fixed_cache_impl.go, getHitsAddend), so a denial still
 // counts against a later request that would fit.
 func TestEnvoyStopIncrementStillCountsDenials(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "user", unit: hour, rpu: 5},
 		{key: "ip", unit: day, rpu: 1},
@@ -201,6 +205,7 @@ func TestEnvoyStopIncrementStillCountsDenials(t *testing.T) {
 // unit shares one counter (envoyproxy/ratelimit#1077); ratekeeper counts
 // each override value apart.
 func TestOverrideCountedByItsValue(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{{key: "user", unit: hour, rpu: 10}}
 	runScenario(t, rules, steps{
 		{hits: 2, ds: []*rlcommon.RateLimitDescriptor{withOverride(desc("user", "a"), 2, typev3.RateLimitUnit_HOUR)}},
@@ -244,6 +249,7 @@ func named(st *rlsv3.RateLimitResponse_DescriptorStatus, name string) *rlsv3.Rat
 // wildcards and a rule with a limit of its own and a nested one match as
 // in envoy, and a key-only or wildcard rule counts each value apart.
 func TestMatching(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "team", children: []*rule{{key: "user", unit: hour, rpu: 3}}},
 		{key: "team", value: "red", children: []*rule{{key: "ip", unit: day, rpu: 2}}},
@@ -288,6 +294,7 @@ func TestMatching(t *testing.T) {
 // TestReplaces: a matched rule that replaces a named one drops it from
 // the request, which then neither limits nor counts.
 func TestReplaces(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "tenant", unit: hour, rpu: 4, name: "tenant"},
 		{key: "burst", unit: hour, rpu: 6, replaces: []string{"tenant"}},
@@ -306,6 +313,7 @@ func TestReplaces(t *testing.T) {
 // TestShadowMode: a shadow_mode rule answers OK with its limit when over
 // it, and its descriptor never denies the request.
 func TestShadowMode(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{
 		{key: "trial", unit: hour, rpu: 2, shadow: true, name: "trial"},
 		{key: "user", unit: hour, rpu: 1},
@@ -334,6 +342,7 @@ func TestShadowMode(t *testing.T) {
 // TestZeroLimit: requests_per_unit 0 denies every hit; a peek (hits 0)
 // at it is OK with nothing remaining.
 func TestZeroLimit(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{{key: "blocked", unit: hour, rpu: 0}}
 	runScenario(t, rules, steps{
 		{ds: []*rlcommon.RateLimitDescriptor{withHits(desc("blocked", "a"), 0)}},
@@ -349,6 +358,7 @@ func TestZeroLimit(t *testing.T) {
 // TestDuplicateDescriptors: the same descriptor twice in one request
 // counts twice, in order.
 func TestDuplicateDescriptors(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{{key: "user", unit: hour, rpu: 3}}
 	runScenario(t, rules, steps{
 		{ds: []*rlcommon.RateLimitDescriptor{desc("user", "a"), desc("user", "a")}},
@@ -362,6 +372,7 @@ func TestDuplicateDescriptors(t *testing.T) {
 // TestUnknownDomain: a domain with no configuration limits nothing: OK,
 // and no current_limit, for every descriptor, even one with an override.
 func TestUnknownDomain(t *testing.T) {
+	t.Parallel()
 	domains := map[string][]*rule{domainName("known"): {{key: "user", unit: hour, rpu: 1}}}
 	p := startPair(t, domains)
 	req := &rlsv3.RateLimitRequest{Domain: domainName("unknown"), HitsAddend: 5, Descriptors: []*rlcommon.RateLimitDescriptor{
@@ -394,6 +405,7 @@ func TestUnknownDomain(t *testing.T) {
 // TestEmptyRequest: a request without descriptors, or without a domain, is
 // an error over gRPC and HTTP 400 from POST /json.
 func TestEmptyRequest(t *testing.T) {
+	t.Parallel()
 	domain := domainName("empty")
 	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
 	for _, req := range []*rlsv3.RateLimitRequest{
@@ -419,6 +431,7 @@ func TestEmptyRequest(t *testing.T) {
 // TestMalformedJSON: POST /json answers 400 to a body that is not a
 // request, including one with a field the request does not have.
 func TestMalformedJSON(t *testing.T) {
+	t.Parallel()
 	domain := domainName("json")
 	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
 	for _, body := range []string{
@@ -447,6 +460,7 @@ func TestMalformedJSON(t *testing.T) {
 
 // TestHealthcheck: GET /healthcheck answers 200 "OK" while serving.
 func TestHealthcheck(t *testing.T) {
+	t.Parallel()
 	domain := domainName("health")
 	p := startPair(t, map[string][]*rule{domain: {{key: "user", unit: hour, rpu: 1}}})
 	for _, s := range p.services() {
@@ -470,6 +484,7 @@ func TestHealthcheck(t *testing.T) {
 // descriptor's own hits_addend overrides it, and its 0 takes nothing. Both
 // services agree.
 func TestHitsAddendMeanings(t *testing.T) {
+	t.Parallel()
 	rules := []*rule{{key: "user", unit: hour, rpu: 3}, {key: "unlimited", unlimited: true}}
 	unlimited := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	runScenario(t, rules, steps{

@@ -109,6 +109,7 @@ func xdsDescriptors(rules []*rule) []*rlsconfv3.RateLimitDescriptor {
 // TestXDSRandomSequences is TestRandomSequences with both services
 // configured over xDS instead of by files.
 func TestXDSRandomSequences(t *testing.T) {
+	t.Parallel()
 	randomSequences(t, func(t *testing.T, domains map[string][]*rule) *pair { return startPairXDS(t, domains).pair })
 }
 
@@ -165,6 +166,7 @@ func compareRandom(t *testing.T, p *pair, domains map[string][]*rule, domain str
 // answer alike after each, and the time each takes to apply a push and
 // to recover is logged.
 func TestXDSUpdatesNACKAndRestart(t *testing.T) {
+	t.Parallel()
 	// A window about to end would split the counters: leave it.
 	if left := time.Hour - time.Since(time.Now().Truncate(time.Hour)); left < 30*time.Second {
 		time.Sleep(left + 100*time.Millisecond)

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/prebuilt"
 )
 
 // buildTimeout bounds one build: envoy's service takes from 40 s (its
@@ -156,8 +158,8 @@ func HasRatekeeper(t testing.TB) bool {
 }
 
 // serverBinary returns ratekeeper-server built from this module's source,
-// once per test binary, with the race detector when this test binary has
-// it. It skips t only while the command's directory does not exist.
+// once per test binary unless make test built it for the whole run, with
+// the race detector when this test binary has it. It skips t only while the command's directory does not exist.
 func serverBinary(t testing.TB) string {
 	t.Helper()
 	serverOnce.Do(func() { serverPath, serverMissing, serverErr = buildServer(buildTime(t)) })
@@ -172,16 +174,22 @@ func serverBinary(t testing.TB) string {
 }
 
 // ServerBinary returns ratekeeper-server built from this module's source,
-// once per test binary (Run removes it), for tests that start it their
-// own way.
+// as serverBinary does (Run removes it if it built it), for tests that
+// start it their own way.
 func ServerBinary(t testing.TB) string {
 	t.Helper()
 	return serverBinary(t)
 }
 
-// buildServer builds cmd/ratekeeper-server into a temporary directory.
-// missing says that the command's directory does not exist.
+// buildServer returns the ratekeeper-server that make test built for
+// this run (prebuilt.ServerEnv, or prebuilt.ServerRaceEnv for a test
+// binary with the race detector: see internal/prebuilt), or else builds
+// cmd/ratekeeper-server into a temporary directory. missing says that the
+// command's directory does not exist.
 func buildServer(timeout time.Duration) (path string, missing bool, err error) {
+	if p, _, err := prebuilt.Server(raceEnabled()); p != "" || err != nil {
+		return p, false, err
+	}
 	root, err := moduleRoot()
 	if err != nil {
 		return "", false, err
