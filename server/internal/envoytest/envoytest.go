@@ -131,11 +131,25 @@ func noticeWriter() *os.File {
 	return f
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-// Another process may take one before the service binds it: the callers
-// retry a start that fails so.
+// givenPorts are the ports freePorts has returned in this process: a
+// port is never given twice, so that services started by tests running
+// in parallel never take each other's (one's HTTP port another's debug
+// port, answering for it).
+var givenPorts struct {
+	sync.Mutex
+	m map[int]bool
+}
+
+// freePorts returns n distinct loopback ports that were free a moment
+// ago, and that it never returned before. Another process may take one
+// before the service binds it: the callers retry a start that fails so.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	if givenPorts.m == nil {
+		givenPorts.m = map[int]bool{}
+	}
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {
@@ -143,13 +157,17 @@ func freePorts(t testing.TB, n int) []int {
 			l.Close()
 		}
 	}()
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatalf("finding a free port: %v", err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ls = append(ls, l) // held until all are found: distinct
+		port := l.Addr().(*net.TCPAddr).Port
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			ports = append(ports, port)
+		}
 	}
 	return ports
 }
