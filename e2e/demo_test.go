@@ -273,6 +273,25 @@ func TestDemoPage(t *testing.T) {
 		t.Errorf("the debt went from %v to %v in 1.5 s: not repaid by time", debt, repaid)
 	}
 
+	// Leases: the key is decided in process, with fewer store calls than
+	// decisions; then off again.
+	page.do("leases on",
+		chromedp.Click(chromedp.CSS("#leases")),
+		chromedp.Click(chromedp.CSS("#apply")))
+	page.waitJS("the leases applied", `document.getElementById("current").textContent.includes("50 ms")`)
+	page.do("burst 20 with leases",
+		chromedp.SetValue(chromedp.CSS("#burst-n"), "20"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("burst-n").dispatchEvent(new Event("input"))`),
+		chromedp.Click(chromedp.CSS("#burst")))
+	page.waitJS("the store calls counted", `/^\d+ calls? for 20 decisions$/.test(document.getElementById("calls").textContent)`)
+	if calls := page.number(`parseInt(document.getElementById("calls").textContent)`); calls >= 20 {
+		t.Errorf("with leases: %q, want fewer store calls than decisions", page.text("#calls"))
+	}
+	page.do("leases off",
+		chromedp.Click(chromedp.CSS("#leases")),
+		chromedp.Click(chromedp.CSS("#apply")))
+	page.waitJS("the leases off", `document.getElementById("current").textContent.includes("leasesoff")`)
+
 	time.Sleep(700 * time.Millisecond) // some refill on the chart
 	page.checkLayout(wide)
 	page.save("up-1280.png")

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // fieldKind is how a field is written and checked.
@@ -40,8 +43,11 @@ type algorithm struct {
 	// field's value.
 	Summary string  `json:"summary"`
 	Fields  []field `json:"fields"`
+	// Leases: its limiter may take leases (the page's toggle).
+	Leases bool `json:"leases"`
 
-	alg ratekeeper.Algorithm
+	alg      ratekeeper.Algorithm
+	noLeases string // why not, when it takes none
 }
 
 // algorithms is every algorithm the demo offers, in the page's order:
@@ -55,12 +61,37 @@ func offered(algs []ratekeeper.Algorithm) []algorithm {
 	for i, a := range algs {
 		out[i] = algorithm{Name: a.Name, Label: a.Label, Short: a.Short, Level: a.Remaining, Help: a.Doc,
 			Summary: a.Summary, alg: a}
+		defaults := make([]float64, len(a.Params))
 		for j, p := range a.Params {
 			out[i].Fields = append(out[i].Fields, field{Name: p.Name, Label: p.Label, Hint: p.Doc, Unit: p.Unit,
 				Kind: p.Kind, Min: p.Min, Max: p.Max, Default: p.Default, index: j, param: p})
+			defaults[j] = p.Default
 		}
+		out[i].Leases, out[i].noLeases = takesLeases(a, defaults)
 	}
 	return out
+}
+
+// takesLeases reports whether a's policies take leases, and why not when
+// they do not: New's refusal, tried on its defaults over a store that
+// takes them.
+func takesLeases(a ratekeeper.Algorithm, defaults []float64) (bool, string) {
+	p, err := a.Build(defaults)
+	if err != nil {
+		return false, err.Error()
+	}
+	store := memstore.New(memstore.WithSweepInterval(0))
+	defer store.Close()
+	lim, err := ratekeeper.New(store, p, ratekeeper.WithLeases(ratekeeper.Leases{TTL: leaseTTL}))
+	if err != nil {
+		var pe *ratekeeper.PolicyError
+		if errors.As(err, &pe) {
+			return false, pe.Reason
+		}
+		return false, err.Error()
+	}
+	lim.Close()
+	return true, ""
 }
 
 // lookup returns the algorithm called name.

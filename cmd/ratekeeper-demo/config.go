@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
@@ -20,7 +21,13 @@ import (
 type config struct {
 	Algorithm string
 	values    []float64
+	// Leases: the limiter decides from leases of leaseTTL (see
+	// ratekeeper.WithLeases), where the algorithm takes them.
+	Leases bool
 }
+
+// leaseTTL is the demo's lease time when leases are on.
+const leaseTTL = 50 * time.Millisecond
 
 func defaultConfig() config { return withAlgorithm(driver.AlgorithmTokenBucket) }
 
@@ -61,7 +68,7 @@ func (c config) value(name string) float64 {
 
 // equal reports whether c and o are the same policy.
 func (c config) equal(o config) bool {
-	return c.Algorithm == o.Algorithm && slices.Equal(c.values, o.values)
+	return c.Algorithm == o.Algorithm && slices.Equal(c.values, o.values) && c.Leases == o.Leases
 }
 
 // String writes c as its JSON, for test failures and logs.
@@ -82,6 +89,9 @@ func (c config) MarshalJSON() ([]byte, error) {
 			}
 		}
 	}
+	if c.Leases {
+		out = append(out, `,"leases":true`...)
+	}
 	return append(out, '}'), nil
 }
 
@@ -92,7 +102,8 @@ func (c *config) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	name, _ := raw["algorithm"].(string)
-	*c = config{Algorithm: name}
+	leases, _ := raw["leases"].(bool)
+	*c = config{Algorithm: name, Leases: leases}
 	if a, ok := lookup(name); ok {
 		c.values = make([]float64, len(a.Fields))
 		for i, f := range a.Fields {
@@ -116,9 +127,22 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 	if !ok {
 		return config{}, invalid("algorithm", "There is no algorithm %q: choose one of %s.", alg, strings.Join(algorithmNames(), ", "))
 	}
-	c := config{Algorithm: cur.Algorithm, values: slices.Clone(cur.values)} // cur is shared
+	c := config{Algorithm: cur.Algorithm, values: slices.Clone(cur.values), Leases: cur.Leases} // cur is shared
 	if cur.Algorithm != alg || len(cur.values) != len(a.Fields) {
 		c = withAlgorithm(alg)
+	}
+	if raw, ok := fields["leases"]; ok {
+		switch strings.TrimSpace(raw) {
+		case "true", "on":
+			if !a.Leases {
+				return config{}, invalid("leases", "%s takes no leases: %s", a.Label, a.noLeases)
+			}
+			c.Leases = true
+		case "false", "off", "":
+			c.Leases = false
+		default:
+			return config{}, invalid("leases", "Leases must be true or false.")
+		}
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
@@ -126,7 +150,7 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 	}
 	slices.Sort(keys) // report the same error for the same request
 	for _, k := range keys {
-		if k == "algorithm" {
+		if k == "algorithm" || k == "leases" {
 			continue
 		}
 		f, ok := a.field(k)
@@ -207,7 +231,11 @@ func newLimiter(store ratekeeper.Store, c config) (*ratekeeper.Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := ratekeeper.New(store, p)
+	var opts []ratekeeper.Option
+	if c.Leases {
+		opts = append(opts, ratekeeper.WithLeases(ratekeeper.Leases{TTL: leaseTTL}))
+	}
+	lim, err := ratekeeper.New(store, p, opts...)
 	if err != nil {
 		a, _ := lookup(c.Algorithm)
 		return nil, policyError(a, err)

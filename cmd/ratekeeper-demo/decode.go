@@ -99,6 +99,11 @@ func decodeJSON(body []byte) (map[string]string, error) {
 				return nil, invalid(k, "%s must be a number without quotes, such as 5.", label(k))
 			}
 			fields[k] = v
+		case bool:
+			if k != "leases" {
+				return nil, invalid(k, "%s must be a number, not %t.", label(k), v)
+			}
+			fields[k] = fmt.Sprint(v)
 		default:
 			if k == "algorithm" {
 				return nil, invalid(k, "Algorithm must be a name in quotes, such as \"gcra\".")

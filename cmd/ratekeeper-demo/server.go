@@ -41,6 +41,8 @@ var webFiles embed.FS
 // configuration changes, so every request sees one consistent limiter.
 type server struct {
 	be      *backend
+	store   ratekeeper.Store // be.store, its calls counted
+	calls   *atomic.Int64    // the store's calls; nil if not counted
 	logger  *slog.Logger
 	handler http.Handler // mux, behind the cross-origin check
 	mux     *http.ServeMux
@@ -54,10 +56,17 @@ type limiter struct {
 	lim  *ratekeeper.Limiter
 	test http.Handler // POST /test, behind httplimit.Middleware
 	job  http.Handler // POST /job, behind the same
+	// decisions counts the requests of POST /test it decided, and
+	// callsAt the store's calls when it was built: the page shows what
+	// leases save.
+	decisions atomic.Int64
+	callsAt   int64
+	pageCalls atomic.Int64 // the page's own: peeks and resets
 }
 
 func newServer(be *backend, cfg config, logger *slog.Logger) (*server, error) {
 	s := &server{be: be, logger: logger, mux: http.NewServeMux()}
+	s.store, s.calls = counting(be.store)
 	l, err := s.build(cfg)
 	if err != nil {
 		return nil, err
@@ -136,13 +145,17 @@ func allow(h http.Handler, methods ...string) http.Handler {
 
 // build makes the limiter of cfg, with its /test handler.
 func (s *server) build(cfg config) (*limiter, error) {
-	lim, err := newLimiter(s.be.store, cfg)
+	lim, err := newLimiter(s.store, cfg)
 	if err != nil {
 		return nil, err
 	}
 	l := &limiter{cfg: cfg, lim: lim}
+	if s.calls != nil {
+		l.callsAt = s.calls.Load()
+	}
 	reply := func(status int) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l.decisions.Add(1)
 			res, _ := httplimit.ResultFromContext(r.Context())
 			writeJSON(w, status, testReply{Decision: newDecision(res), Config: cfg})
 		})
@@ -207,19 +220,30 @@ type stateReply struct {
 	Error     string  `json:"error,omitempty"`
 	Algorithm string  `json:"algorithm"`
 	Config    config  `json:"config"`
+	// Decisions are the requests of POST /test decided under the
+	// current policy, and StoreCalls the calls its limiter made to the
+	// store meanwhile (-1 when not counted): with leases, far fewer.
+	Decisions  int64 `json:"decisions"`
+	StoreCalls int64 `json:"store_calls"`
 }
 
 func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 	l := s.current.Load()
 	reply := stateReply{
-		WindowMs:  ms(l.lim.Spec().Window()),
-		Backend:   s.be.kind,
-		RedisAddr: s.be.addr,
-		Algorithm: l.cfg.Algorithm,
-		Config:    l.cfg,
+		WindowMs:   ms(l.lim.Spec().Window()),
+		Backend:    s.be.kind,
+		RedisAddr:  s.be.addr,
+		Algorithm:  l.cfg.Algorithm,
+		Config:     l.cfg,
+		Decisions:  l.decisions.Load(),
+		StoreCalls: -1,
+	}
+	if s.calls != nil {
+		reply.StoreCalls = s.calls.Load() - l.callsAt - l.pageCalls.Load()
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
+	l.pageCalls.Add(1)
 	res, err := l.lim.Peek(ctx, demoKey)
 	if err != nil {
 		reply.Error = s.storeFailure("peek", err)
@@ -234,7 +258,9 @@ func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 func (s *server) handleReset(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	if err := s.current.Load().lim.Reset(ctx, demoKey); err != nil {
+	l := s.current.Load()
+	l.pageCalls.Add(1)
+	if err := l.lim.Reset(ctx, demoKey); err != nil {
 		s.storeFailed(w, "reset", err)
 		return
 	}
@@ -291,6 +317,9 @@ func (s *server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	if !l.cfg.equal(old.cfg) {
 		s.current.Store(l)
+		// The old limiter's leases go back once the requests still on it
+		// are done.
+		time.AfterFunc(storeTimeout, func() { old.lim.Close() })
 		// A bucket drained under the old parameters would make the new
 		// ones look wrong: start from full.
 		ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)

@@ -23,7 +23,10 @@ const ui = {
   steadyForm: $('steady-form'), steadyR: $('steady-r'), steadyS: $('steady-s'), steady: $('steady'),
   jobForm: $('job-form'), jobCost: $('job-cost'), job: $('job'),
   scenarioResult: $('scenario-result'), reset: $('reset'), live: $('live'),
+  leases: $('leases'), leasesHelp: $('leases-help'), calls: $('calls'),
 };
+
+const LEASES_HELP = 'Decide the key in process from leases taken from the store, a call per lease instead of per request, within the same bound.';
 
 const state = {
   config: null,      // the server's current configuration
@@ -134,6 +137,9 @@ async function poll() {
   }
   showBackend(s);
   showConfig(s.config, false);
+  if (s.store_calls >= 0) {
+    ui.calls.textContent = `${plural(s.store_calls, 'call')} for ${plural(s.decisions, 'decision')}`;
+  }
   if (s.store_ok) showLevel(s.remaining, s.limit, s.retry_after_ms, s.reset_after_ms);
   document.body.dataset.ready = 'true';
 }
@@ -405,6 +411,10 @@ function selectAlgorithm(algorithm) {
     fs.disabled = !on; // a disabled fieldset's inputs are not submitted
   }
   ui.algorithmHelp.textContent = ALGORITHMS[algorithm].help;
+  // Only an algorithm that takes leases offers them.
+  ui.leases.disabled = !ALGORITHMS[algorithm].leases;
+  if (ui.leases.disabled) ui.leases.checked = false;
+  ui.leasesHelp.textContent = ui.leases.disabled ? 'This algorithm takes no leases.' : LEASES_HELP;
 }
 
 // buildForm fills the algorithm select and one fieldset per algorithm
@@ -447,7 +457,8 @@ function showConfig(cfg, fillForm) {
   const alg = ALGORITHMS[cfg.algorithm];
   const summary = alg.summary.replace(/\{(\w+)\}/g, (_, name) => cfg[name]);
   ui.summary.textContent = `${alg.label}: ${summary}`;
-  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(({ name, unit }) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]));
+  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(({ name, unit }) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]),
+    [['leases', cfg.leases ? '50 ms' : 'off']]);
   ui.current.replaceChildren(...rows.flatMap(([name, value]) => {
     const dt = document.createElement('dt');
     dt.textContent = name;
@@ -458,6 +469,7 @@ function showConfig(cfg, fillForm) {
   ui.unit.textContent = alg.level;
   if (first || fillForm) {
     selectAlgorithm(cfg.algorithm);
+    ui.leases.checked = !!cfg.leases;
     const fs = fieldset(cfg.algorithm);
     for (const { name } of alg.fields) fs.querySelector(`[name="${name}"]`).value = cfg[name];
   }
@@ -474,6 +486,7 @@ async function applyConfig(event) {
   clearErrors();
   ui.configStatus.textContent = 'Applying…';
   const body = new URLSearchParams(new FormData(ui.form));
+  body.set('leases', ui.leases.checked ? 'true' : 'false'); // an unchecked box sends nothing
   let resp, reply;
   try {
     resp = await fetch('/config', { method: 'POST', body });
@@ -486,10 +499,10 @@ async function applyConfig(event) {
   if (!reply.success) {
     ui.configStatus.textContent = '';
     const msg = reply.error || `HTTP ${resp.status}`;
-    const input = !reply.field ? null : reply.field === 'algorithm'
-      ? ui.algorithm
+    const input = !reply.field ? null : reply.field === 'algorithm' || reply.field === 'leases'
+      ? ui[reply.field]
       : fieldset(ui.algorithm.value).querySelector(`[name="${reply.field}"]`);
-    const err = input && (input.id === 'algorithm' ? $('algorithm-error') : $(`${input.id}-error`));
+    const err = input && $(`${input.id}-error`);
     // Once: under its field when it has one, else below the form.
     if (err) {
       input.setAttribute('aria-invalid', 'true');
