@@ -15,6 +15,9 @@ import (
 func TestDriver(t *testing.T) {
 	for _, sf := range stores[1:] {
 		t.Run(sf.name, func(t *testing.T) {
+			// The two deployments at once: each store opened has keys of
+			// its own, and most of the time goes waiting for Redis.
+			t.Parallel()
 			drivertest.Run(t, func(t *testing.T, now func() time.Time) ratekeeper.Store {
 				// A Cluster runs the very scripts one server does, which
 				// every seed checks: one seed of the random sequences
