@@ -12,17 +12,16 @@
 # under make check or a plain go test, each test binary builds its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check lint e2e demo server fuzz bench bench-service soak min-go
+.PHONY: test check check-race check-envoyit lint e2e demo server fuzz bench bench-service soak min-go
 
 test:
 	./scripts/with-redis.sh ./scripts/with-binaries.sh $(MAKE) --no-print-directory check
 
-# The race-enabled tests of the root module, metrics, grpclimit and the
-# service (but envoyit) in one go command, which runs one module's tests
-# while it compiles another's.
+# The race-enabled tests and envoyit's (check-race, check-envoyit) run at
+# once: envoyit's time is mostly its own sleeps. Each one's output is
+# printed whole when it ends.
 check: lint
-	go test -race -short -count=1 -timeout 20m ./... ./metrics/... ./grpclimit/... \
-		$$(go list ./server/... | grep -v /internal/envoyit)
+	$(MAKE) -j2 --output-sync=target --no-print-directory check-race check-envoyit
 	# Alone and without the race detector, every call on a live Cluster
 	# master's key must meet its deadline while another master is down.
 	go test -count=1 -run '^TestClusterMasterDown$$/./^pipelined$$' ./internal/faults/
@@ -30,12 +29,23 @@ check: lint
 	# the rate at twice its demand, and no Limiter waits longer than one
 	# without leases, plus a TTL (with -short above, only the bound).
 	go test -count=1 ./internal/leasetest/
-	# envoyproxy/ratelimit's own integration tests, against the built
-	# binary: their time is their own sleeps, which the race detector
-	# would only stretch; and the benchmarks' tools, also without it.
-	go test -count=1 -timeout 10m ./server/internal/envoyit/... ./bench/...
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory min-go
+
+# The race-enabled tests of the root module, metrics, grpclimit and the
+# service (but envoyit) in one go command, which runs one module's tests
+# while it compiles another's. -parallel 4: the parallel tests, most of
+# them waiting for Redis or for processes they start, use more than the 2
+# of a 2-core machine.
+check-race:
+	go test -race -short -count=1 -parallel 4 -timeout 20m ./... ./metrics/... ./grpclimit/... \
+		$$(go list ./server/... | grep -v /internal/envoyit)
+
+# envoyproxy/ratelimit's own integration tests, against the built binary:
+# their time is their own sleeps, which the race detector would only
+# stretch; and the benchmarks' tools, also without it.
+check-envoyit:
+	go test -count=1 -timeout 10m ./server/internal/envoyit/... ./bench/...
 
 # The modules' packages, by the workspace (go.work), so that one go
 # command takes them all: each shared package is loaded once, and the
