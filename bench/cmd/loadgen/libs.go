@@ -55,6 +55,11 @@ func (p policy) interval() time.Duration { return p.Period / time.Duration(p.Rat
 // tokenBucket is the policy as ratekeeper's token bucket: Burst tokens,
 // one more every interval.
 func (p policy) tokenBucket() ratekeeper.TokenBucket {
+	if p.interval() < time.Microsecond {
+		// Faster than one a microsecond: several tokens each.
+		return ratekeeper.TokenBucket{Capacity: p.Burst, RefillRate: float64(p.Rate) * float64(time.Microsecond) / float64(p.Period),
+			RefillInterval: time.Microsecond}
+	}
 	return ratekeeper.TokenBucket{Capacity: p.Burst, RefillRate: 1, RefillInterval: p.interval()}
 }
 

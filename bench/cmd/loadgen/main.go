@@ -184,10 +184,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return config{}, errors.New("-users must be positive")
 	case cfg.rounds < 1 || cfg.rounds > 100:
 		return config{}, errors.New("-rounds must be from 1 to 100")
-	case cfg.policy.Rate < 1 || cfg.policy.Rate > 1_000_000 || cfg.policy.Burst < 1 || cfg.policy.Burst > 1_000_000:
-		return config{}, errors.New("-rate and -burst must be from 1 to 1000000")
-	case cfg.policy.Period < time.Second || cfg.policy.Period > 24*time.Hour || cfg.policy.interval() < time.Microsecond:
-		return config{}, errors.New("-period must be from 1s to 24h, and at most a million times -rate µs")
+	case cfg.policy.Rate < 1 || cfg.policy.Rate > 1_000_000_000 || cfg.policy.Burst < 1 || cfg.policy.Burst > 1_000_000_000:
+		// Above one a microsecond only ratekeeper's token bucket (several
+		// tokens a refill) takes the rate; the others refuse it.
+		return config{}, errors.New("-rate and -burst must be from 1 to 1000000000")
+	case cfg.policy.Period < time.Second || cfg.policy.Period > 24*time.Hour:
+		return config{}, errors.New("-period must be from 1s to 24h")
 	}
 	return cfg, nil
 }
