@@ -132,3 +132,6 @@ func (r *Reservation) settle() error {
 	}
 	return nil
 }
+
+// Settled reports whether the Reservation was settled or cancelled.
+func (r *Reservation) Settled() bool { return r.settled.Load() }
