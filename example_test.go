@@ -187,3 +187,51 @@ func ExampleWithLeases() {
 	fmt.Println("allowed:", allowed)
 	// Output: allowed: 60
 }
+
+func ExampleLimiter_Reserve() {
+	// A budget of 10,000 tokens a minute for a language model's answers,
+	// whose size is known only once they are written.
+	lim, _ := ratekeeper.New(memstore.New(), ratekeeper.FixedWindow{Limit: 10000, Window: time.Minute})
+	ctx := context.Background()
+
+	r, err := lim.Reserve(ctx, "tenant:7", 1000) // the most an answer may use
+	if err != nil {
+		panic(err)
+	}
+	if !r.Result().Allowed {
+		fmt.Println("denied, retry in", r.Result().RetryAfter)
+		return
+	}
+	fmt.Println("reserved, left:", r.Result().Remaining)
+	used := int64(640) // the tokens the answer took
+	res, _ := r.Settle(ctx, used)
+	fmt.Println("settled, left:", res.Remaining)
+	_, err = r.Settle(ctx, used)
+	fmt.Println(err)
+	// Output:
+	// reserved, left: 9000
+	// settled, left: 9360
+	// ratekeeper: reservation already settled
+}
+
+func ExampleNewConcurrency() {
+	// At most 2 exports running per tenant, across every server sharing
+	// the store (redisstore.New(client) for a fleet).
+	sem, err := ratekeeper.NewConcurrency(memstore.New(), ratekeeper.Concurrency{Limit: 2, TTL: 30 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	release1, _ := sem.Acquire(ctx, "tenant:7")
+	release2, _ := sem.Acquire(ctx, "tenant:7")
+	_, err = sem.TryAcquire(ctx, "tenant:7")
+	fmt.Println(err)
+	release1()
+	release3, err := sem.TryAcquire(ctx, "tenant:7")
+	fmt.Println(err)
+	release2()
+	release3()
+	// Output:
+	// ratekeeper: every in-flight slot is held: 2 of 2 held for "tenant:7"
+	// <nil>
+}

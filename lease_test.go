@@ -13,18 +13,18 @@ import (
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
-// countingStore counts a store's lease steps and decisions.
-type countingStore struct {
+// leaseCountingStore counts a store's lease steps and decisions.
+type leaseCountingStore struct {
 	*memstore.Store
 	leases, decisions atomic.Int64
 }
 
-func (s *countingStore) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+func (s *leaseCountingStore) Decide(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
 	s.decisions.Add(1)
 	return s.Store.Decide(ctx, key, spec, n)
 }
 
-func (s *countingStore) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
+func (s *leaseCountingStore) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
 	s.leases.Add(1)
 	return s.Store.Lease(ctx, key, spec, req)
 }
@@ -64,7 +64,7 @@ func TestLeasesRefused(t *testing.T) {
 // TestLeasesSaveCalls: a hot key costs its store a lease step per lease,
 // far fewer than its decisions, and admits exactly what the policy does.
 func TestLeasesSaveCalls(t *testing.T) {
-	store := &countingStore{Store: memstore.New()}
+	store := &leaseCountingStore{Store: memstore.New()}
 	defer store.Close()
 	policy := ratekeeper.FixedWindow{Limit: 100_000, Window: time.Hour}
 	lim, err := ratekeeper.New(store, policy, ratekeeper.WithLeases(ratekeeper.Leases{TTL: 50 * time.Millisecond}))
@@ -111,7 +111,7 @@ func TestLeasesSaveCalls(t *testing.T) {
 // TestLeasesAPI: Peek, Charge, Refund, Reset, Wait and a denial with
 // leases, on a fixed window, which nothing refills.
 func TestLeasesAPI(t *testing.T) {
-	store := &countingStore{Store: memstore.New()}
+	store := &leaseCountingStore{Store: memstore.New()}
 	defer store.Close()
 	ctx := context.Background()
 	policy := ratekeeper.FixedWindow{Limit: 100, Window: time.Hour}

@@ -150,9 +150,10 @@ type decisionKey struct{}
 // decision is what Middleware leaves in a request's context: the key it
 // used and the Result of its decision, for the handler behind it.
 type decision struct {
-	m   *middleware
-	key string
-	res ratekeeper.Result
+	m           *middleware
+	key         string
+	res         ratekeeper.Result
+	reservation *ratekeeper.Reservation // with WithReserve
 }
 
 // ResultFromContext returns the Result of the decision on the request
@@ -193,13 +194,31 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	cost := int64(1)
-	if m.cost != nil {
+	switch {
+	case m.reserve != nil:
+		cost = m.reserve(r)
+	case m.cost != nil:
 		if cost, err = m.cost(r); err != nil {
 			m.reject(w, r, err)
 			return
 		}
 	}
-	res, err := m.decide(r.Context(), key, cost)
+	if m.sem != nil {
+		release, ok := m.acquireSlot(w, r, next, key)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	var (
+		res         ratekeeper.Result
+		reservation *ratekeeper.Reservation
+	)
+	if m.reserve != nil {
+		reservation, res, err = m.reserveDecide(r.Context(), key, cost)
+	} else {
+		res, err = m.decide(r.Context(), key, cost)
+	}
 	switch {
 	case errors.Is(err, ratekeeper.ErrInvalidKey), errors.Is(err, ratekeeper.ErrInvalidCost):
 		// The request's fault, not the store's: failing open here would let
@@ -215,7 +234,11 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.setFields(w.Header(), res, time.Now())
-	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &decision{m: m, key: key, res: res}))
+	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &decision{m: m, key: key, res: res, reservation: reservation}))
+	if reservation != nil && res.Allowed {
+		m.serveReserved(w, r, next, reservation)
+		return
+	}
 	if res.Allowed || cost == 0 {
 		if m.refundOn != nil && res.Allowed && cost > 0 {
 			m.serveRefunding(w, r, next, key, cost)
@@ -232,12 +255,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // call runs on the request's goroutine: a Store returns by the end of its
 // context, so the deadline alone bounds the wait.
 func (m *middleware) decide(ctx context.Context, key string, cost int64) (ratekeeper.Result, error) {
-	if m.timeout <= 0 {
+	return m.bounded(ctx, func(ctx context.Context) (ratekeeper.Result, error) {
 		return m.lim.AllowN(ctx, key, cost)
+	})
+}
+
+// bounded makes the store call f within the store timeout.
+func (m *middleware) bounded(ctx context.Context, f func(context.Context) (ratekeeper.Result, error)) (ratekeeper.Result, error) {
+	if m.timeout <= 0 {
+		return f(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	res, err := m.lim.AllowN(ctx, key, cost)
+	res, err := f(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("httplimit: no decision within %v: %w", m.timeout, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper"
 )
 
 // An Option configures Middleware.
@@ -51,6 +53,9 @@ type config struct {
 	logger    *slog.Logger
 	exempt    func(*http.Request) bool
 	refundOn  func(status int) bool
+	reserve   func(*http.Request) int64
+	sem       *ratekeeper.Semaphore
+	semWait   time.Duration
 }
 
 // WithKeyFunc sets how requests are keyed (default: ClientIP(), the peer's

@@ -113,9 +113,10 @@ func (s *Store) sweepLoop() {
 }
 
 // Sweep frees the memory of every expired key now, a chunk of keys at a
-// time. The background sweep calls it; call it yourself if you disabled
+// time, and of every in-flight slot whose lease ended. The background sweep calls it; call it yourself if you disabled
 // that.
 func (s *Store) Sweep() {
+	s.sweepSlots()
 	s.mu.Lock()
 	i := len(s.entries)
 	s.mu.Unlock()

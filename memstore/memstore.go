@@ -48,6 +48,8 @@ type Store struct {
 	stop          chan struct{}
 	stopOnce      sync.Once
 	done          chan struct{}
+
+	slots slotTable // in-flight slots (see AcquireSlot)
 }
 
 var (

@@ -30,7 +30,14 @@
 //     charges that all count, at the edges too (costs of MaxLimit over
 //     intervals of a day, at a window's boundary, under All). The random
 //     sequences draw charges and refunds among their requests, up to
-//     MaxLimit, and every Result must keep the documented bounds.
+//     MaxLimit, and every Result must keep the documented bounds;
+//   - in-flight slots, if the store is a driver.Slots: never more than
+//     the limit held at once by goroutines over several Semaphores, a
+//     lease that ends exactly TTL after its last renewal, releases that
+//     give back their own slot once, and (for a store whose state child
+//     processes share: see SharedEnv) a holder in a child process that,
+//     killed, gives its slot back within a TTL, and not before its lease
+//     ends.
 //
 // The random sequences run three seeds each, and one under go test
 // -short.
@@ -104,6 +111,11 @@ var cases = []struct {
 	{"PeekForgetsNothing", (*suite).testPeekForgetsNothing},
 	{"LeaseEquivalence", (*suite).testLeaseEquivalence},
 	{"LeaseRetryAfter", (*suite).testLeaseRetryAfter},
+	{"SlotsNeverMoreThanLimit", (*suite).testSlotsNeverMoreThanLimit},
+	{"SlotsExpire", (*suite).testSlotsExpire},
+	{"SlotsReleaseIdempotent", (*suite).testSlotsReleaseIdempotent},
+	{"SlotsInput", (*suite).testSlotsInput},
+	{"SlotsKilledHolder", (*suite).testSlotsKilledHolder},
 }
 
 // forEachStore runs f on a fresh store, and a clock at start that it

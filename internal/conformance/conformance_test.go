@@ -3,12 +3,14 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver/drivertest"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
@@ -40,14 +42,23 @@ func newMemstore(t *testing.T, now func() time.Time) ratekeeper.Store {
 func newRedisstore(t *testing.T, now func() time.Time) ratekeeper.Store {
 	client := redistest.Client(t)
 	client.AddHook(persistHook{client})
-	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(now))
+	return redisstore.New(client, redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now))
 }
 
 // newRedisClusterStore skips t when there is no test Redis Cluster.
 func newRedisClusterStore(t *testing.T, now func() time.Time) ratekeeper.Store {
 	client := redistest.ClusterClient(t)
 	client.AddHook(persistHook{client})
-	return redisstore.New(client, redisstore.WithKeyPrefix(redistest.Prefix(t)), redisstore.WithClock(now))
+	return redisstore.New(client, redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now))
+}
+
+// testPrefix is t's key prefix: unique to this run of t, or, in a child
+// process that drivertest starts, the one its siblings share.
+func testPrefix(t *testing.T) string {
+	if shared := os.Getenv(drivertest.SharedEnv); shared != "" {
+		return "test:shared:" + shared + ":"
+	}
+	return redistest.Prefix(t)
 }
 
 // persistHook keeps the keys of scripts from expiring. Redis expires them
