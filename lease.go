@@ -92,7 +92,7 @@ func newLeaser(store Store, spec *driver.ValidSpec, o Leases) (*leaser, error) {
 	if o.MaxKeys == 0 {
 		o.MaxKeys = DefaultLeaseKeys
 	}
-	le := &leaser{store: ls, spec: spec, ttl: o.TTL, maxKeys: o.MaxKeys, now: time.Now,
+	le := &leaser{store: ls, decider: store, spec: spec, ttl: o.TTL, maxKeys: o.MaxKeys, now: time.Now,
 		keys: make(map[string]*keyLease), stop: make(chan struct{}), done: make(chan struct{})}
 	go le.loop()
 	return le, nil
@@ -112,6 +112,7 @@ func noLeaseReason(algorithm string) string {
 // leaser holds a Limiter's leases, one per key at most.
 type leaser struct {
 	store   driver.Leaser
+	decider Store // the same store, deciding once closed
 	spec    *driver.ValidSpec
 	ttl     time.Duration
 	maxKeys int
@@ -160,10 +161,13 @@ type keyLease struct {
 }
 
 // get returns key's keyLease, making one, and forgetting another key
-// when full.
+// when full; nil once the leaser is closed.
 func (le *leaser) get(key string, now time.Time) *keyLease {
 	le.mu.Lock()
 	defer le.mu.Unlock()
+	if le.closed {
+		return nil
+	}
 	if kl := le.keys[key]; kl != nil {
 		return kl
 	}
@@ -209,11 +213,19 @@ func (le *leaser) forget(key string, kl *keyLease) {
 }
 
 // allow decides a request of cost n > 0 for key from its lease, taking a
-// new lease when it is spent or over.
+// new lease when it is spent or over. Once the leaser is closed, the
+// store decides, as for a Limiter without leases.
 func (le *leaser) allow(ctx context.Context, key string, n int64) (Result, error) {
 	for {
 		now := le.now()
 		kl := le.get(key, now)
+		if kl == nil {
+			d, err := le.decider.Decide(ctx, key, le.spec, n)
+			if err != nil {
+				return Result{}, err
+			}
+			return ResultOf(le.spec, d)
+		}
 		kl.mu.Lock()
 		if kl.gone {
 			kl.mu.Unlock()
@@ -297,9 +309,20 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 			kl.lease, kl.left = g.Lease, g.Units
 			kl.deadline, kl.expiry = sent.Add(spendFor(g.Lasts)), sent.Add(time.Duration(g.Lasts)*time.Microsecond)
 		} else if g.Units > 0 {
+			back := pendingBack{key, g.Lease, g.Units, sent.Add(time.Duration(g.Lasts) * time.Microsecond)}
 			le.mu.Lock()
-			le.pending = append(le.pending, pendingBack{key, g.Lease, g.Units, sent.Add(time.Duration(g.Lasts) * time.Microsecond)})
+			closed := le.closed
+			if !closed {
+				le.pending = append(le.pending, back)
+			}
 			le.mu.Unlock()
+			if closed {
+				// Close has given back all it knew of: this lease, taken
+				// meanwhile, goes back now.
+				kl.mu.Unlock()
+				le.giveBackAll([]pendingBack{back}, le.now())
+				return res, err
+			}
 		}
 	}
 	kl.mu.Unlock()

@@ -218,3 +218,43 @@ func TestLeasesMemory(t *testing.T) {
 		t.Errorf("Peek after Close = %+v, %v; want 993 left", res, err)
 	}
 }
+
+// TestLeasesAfterClose: a Limiter used after Close takes no lease, so
+// nothing stays held: the store decides each request.
+func TestLeasesAfterClose(t *testing.T) {
+	store := &leaseCountingStore{Store: memstore.New()}
+	defer store.Close()
+	ctx := context.Background()
+	p := ratekeeper.TokenBucket{Capacity: 100, RefillRate: 1, RefillInterval: time.Hour}
+	lim, err := ratekeeper.New(store, p, ratekeeper.WithLeases(ratekeeper.Leases{TTL: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("before Close: %+v, %v", res, err)
+		}
+	}
+	if err := lim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leases, decisions := store.leases.Load(), store.decisions.Load()
+	for range 10 {
+		if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("after Close: %+v, %v", res, err)
+		}
+	}
+	if n := store.leases.Load() - leases; n != 0 {
+		t.Errorf("after Close, %d lease steps; want none", n)
+	}
+	if n := store.decisions.Load() - decisions; n != 10 {
+		t.Errorf("after Close, %d decisions in the store for 10 requests", n)
+	}
+	plain, err := ratekeeper.New(plainStore{store.Store}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := plain.Peek(ctx, "k"); err != nil || res.Remaining != 80 {
+		t.Errorf("after 20 admissions and Close, Peek says %v remain (%v); want 80: nothing held", res.Remaining, err)
+	}
+}

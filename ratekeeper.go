@@ -216,8 +216,9 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 }
 
 // Close gives back what the Limiter's leases hold (see WithLeases) and
-// stops their background work; the Limiter must not be used afterwards.
-// Without leases it does nothing. It returns the errors of the leases
+// stops their background work. A Limiter used after Close takes no more
+// leases: the store decides each request, as without leases. Without
+// leases Close does nothing. It returns the errors of the leases
 // that could not be given back: the store counts those until their TTL
 // ends.
 func (l *Limiter) Close() error {
