@@ -169,7 +169,7 @@ func leaseFixedWindow(p driver.Params, st *state, now int64, req driver.LeaseReq
 	if req.Want > 0 && count+need <= limit {
 		// At most half of what is left, so that other holders and
 		// Limiters without leases find some of it too.
-		take := min(req.Want, max(req.Min, (limit-count)/2))
+		take := min(req.Want, max(req.Min, 1, (limit-count)/2))
 		if take > req.Min {
 			lease = driver.Lease{Units: take - req.Min, Expires: min(now+req.TTL, start+p.Interval)}
 		}

@@ -260,7 +260,7 @@ func leaseGCRA(p driver.Params, st *state, now int64, req driver.LeaseRequest) (
 		if !live.full() {
 			// At most half of what fits, so that other holders and
 			// Limiters without leases find some of it too.
-			take = min(req.Want, max(req.Min, floorDiv(now+tolerance-tat, interval)/2))
+			take = min(req.Want, max(req.Min, 1, floorDiv(now+tolerance-tat, interval)/2))
 		}
 		tat += take * interval
 		if take > req.Min {

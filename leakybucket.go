@@ -389,7 +389,7 @@ func leaseLeakyBucket(p driver.Params, st *state, now int64, req driver.LeaseReq
 			// At most half of what fits, so that other holders and
 			// Limiters without leases find some of it too.
 			room := (capacity - ((empty-now)*rate - spare)) / unit
-			take = min(req.Want, max(req.Min, room/2))
+			take = min(req.Want, max(req.Min, 1, room/2))
 		}
 		empty, spare = leakyPour(p, empty, spare, take)
 		if take > req.Min {

@@ -275,7 +275,7 @@ func leaseTokenBucket(p driver.Params, st *state, now int64, req driver.LeaseReq
 		if !live.full() {
 			// At most half of what is there, so that other holders and
 			// Limiters without leases find some of it too.
-			take = min(req.Want, max(req.Min, tokens/unit/2))
+			take = min(req.Want, max(req.Min, 1, tokens/unit/2))
 		}
 		tokens -= take * unit
 		if take > req.Min {

@@ -44,8 +44,10 @@ type LeaseRequest struct {
 	Want int64
 	// Min is the cost of the request that asks for the lease: the step
 	// takes at least Min, which the request spends at once, or nothing,
-	// and answers for it as a take of Min would. 1 <= Min <= Want, or
-	// both 0.
+	// and answers for it as a take of Min would. 0 <= Min <= Want. With
+	// Min 0 and Want above it, the lease is taken ahead of any request:
+	// it holds at least 1 unit when 1 is there (and the key may hold
+	// one more lease), and the answer is that of a take of 1.
 	Min int64
 	// TTL is how long the new lease lasts, in microseconds: 1 to
 	// MaxLeaseTTL.
@@ -99,7 +101,7 @@ func CheckLease(key string, spec *ValidSpec, req LeaseRequest) error {
 		return fmt.Errorf("%w: %s", ErrNoLeases, spec.Algorithm())
 	}
 	switch {
-	case req.Want < 0 || req.Min < 0 || req.Want > spec.MaxCost() || req.Min > req.Want || (req.Min == 0) != (req.Want == 0):
+	case req.Want < 0 || req.Min < 0 || req.Want > spec.MaxCost() || req.Min > req.Want:
 		return fmt.Errorf("%w: a lease of %d to %d units under a policy of at most %d at once", ErrInvalidCost, req.Min, req.Want, spec.MaxCost())
 	case req.Want > 0 && (req.TTL <= 0 || req.TTL > int64(MaxLeaseTTL/time.Microsecond)):
 		return fmt.Errorf("ratekeeper: a lease TTL of %dµs is outside 1µs to %v", req.TTL, MaxLeaseTTL)

@@ -61,7 +61,7 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 	r := rand.New(rand.NewPCG(seed, 3))
 	var floor expiryFloor
 	var held []driver.Lease // leases taken and not yet given back
-	var counts struct{ leased, denied, givenBack, expired, takes int }
+	var counts struct{ leased, ahead, denied, givenBack, expired, takes int }
 	for i := range leaseSteps {
 		d, n := g.next()
 		if r.IntN(40) == 0 {
@@ -79,6 +79,9 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 				least := max(n, 1)
 				req.Min = least
 				req.Want = least + r.Int64N(spec.MaxCost()-least+1)
+				if r.IntN(5) == 0 {
+					req.Min = 0 // a lease ahead of any request
+				}
 				req.TTL = 1 + r.Int64N(min(g.window.Microseconds(), int64(driver.MaxLeaseTTL/time.Microsecond)))
 			}
 			if len(held) > 0 && r.IntN(2) == 0 {
@@ -113,6 +116,9 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 				counts.denied++
 			case grant.Units > 0:
 				counts.leased++
+				if req.Min == 0 {
+					counts.ahead++
+				}
 				held = append(held, grant.Lease)
 				if len(held) > 4 {
 					held = held[1:] // never given back: left to expire
@@ -142,7 +148,7 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 			floor.after(now, n, driver.Take, want)
 		}
 	}
-	if counts.leased == 0 || counts.denied == 0 || counts.givenBack == 0 || counts.expired == 0 || counts.takes == 0 {
+	if counts.leased == 0 || counts.ahead == 0 || counts.denied == 0 || counts.givenBack == 0 || counts.expired == 0 || counts.takes == 0 {
 		t.Fatalf("seed %d: %+v: the random steps do not exercise the leases of %+v", seed, counts, pc.policy)
 	}
 }

@@ -164,7 +164,7 @@ function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, b
     if not holds_full(live) then
       -- At most half of what fits, so that other holders and Limiters
       -- without leases find some of it too.
-      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / 2)))
+      take = math.min(want, math.max(least, 1, math.floor(math.floor((now + tolerance - tat) / interval) / 2)))
     end
     tat = tat + take * interval
     if take > least then

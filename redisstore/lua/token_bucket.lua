@@ -176,7 +176,7 @@ function leases.token_bucket(key, now, slack, capacity, rate, interval, _, want,
       if not holds_full(live) then
         -- At most half of what is there, so that other holders and
         -- Limiters without leases find some of it too.
-        take = math.min(want, math.max(least, math.floor(math.floor(tokens / 1000000) / 2)))
+        take = math.min(want, math.max(least, 1, math.floor(math.floor(tokens / 1000000) / 2)))
       end
       tokens = tokens - take * 1000000
       if take > least then

@@ -289,7 +289,7 @@ function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, l
   if want > 0 and count + need <= limit then
     -- At most half of what is left, so that other holders and Limiters
     -- without leases find some of it too.
-    local take = math.min(want, math.max(least, math.floor((limit - count) / 2)))
+    local take = math.min(want, math.max(least, 1, math.floor((limit - count) / 2)))
     if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
     count = count + take
     need, changed = 0, true
@@ -467,7 +467,7 @@ function leases.gcra(key, now, slack, burst, _, interval, _, want, least, ttl, b
     if not holds_full(live) then
       -- At most half of what fits, so that other holders and Limiters
       -- without leases find some of it too.
-      take = math.min(want, math.max(least, math.floor(math.floor((now + tolerance - tat) / interval) / 2)))
+      take = math.min(want, math.max(least, 1, math.floor(math.floor((now + tolerance - tat) / interval) / 2)))
     end
     tat = tat + take * interval
     if take > least then
@@ -728,7 +728,7 @@ function leases.leaky_bucket(key, now, slack, capacity, rate, _, unit, want, lea
         -- At most half of what fits, so that other holders and Limiters
         -- without leases find some of it too.
         local room = math.floor((capacity - ((empty - now) * rate - spare)) / unit)
-        take = math.min(want, math.max(least, math.floor(room / 2)))
+        take = math.min(want, math.max(least, 1, math.floor(room / 2)))
       end
       empty, spare = lb_pour(empty, spare, take, rate, unit)
       if take > least then
@@ -1204,7 +1204,7 @@ function leases.token_bucket(key, now, slack, capacity, rate, interval, _, want,
       if not holds_full(live) then
         -- At most half of what is there, so that other holders and
         -- Limiters without leases find some of it too.
-        take = math.min(want, math.max(least, math.floor(math.floor(tokens / 1000000) / 2)))
+        take = math.min(want, math.max(least, 1, math.floor(math.floor(tokens / 1000000) / 2)))
       end
       tokens = tokens - take * 1000000
       if take > least then

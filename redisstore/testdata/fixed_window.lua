@@ -186,7 +186,7 @@ function leases.fixed_window(key, now, slack, limit, aligned, window, _, want, l
   if want > 0 and count + need <= limit then
     -- At most half of what is left, so that other holders and Limiters
     -- without leases find some of it too.
-    local take = math.min(want, math.max(least, math.floor((limit - count) / 2)))
+    local take = math.min(want, math.max(least, 1, math.floor((limit - count) / 2)))
     if take > least then units, expires = take - least, math.min(now + ttl, start + window) end
     count = count + take
     need, changed = 0, true

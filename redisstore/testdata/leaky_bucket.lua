@@ -444,7 +444,7 @@ function leases.leaky_bucket(key, now, slack, capacity, rate, _, unit, want, lea
         -- At most half of what fits, so that other holders and Limiters
         -- without leases find some of it too.
         local room = math.floor((capacity - ((empty - now) * rate - spare)) / unit)
-        take = math.min(want, math.max(least, math.floor(room / 2)))
+        take = math.min(want, math.max(least, 1, math.floor(room / 2)))
       end
       empty, spare = lb_pour(empty, spare, take, rate, unit)
       if take > least then
