@@ -62,7 +62,10 @@ const (
 // key holds; Charge and Refund give the key's lease back first, then go
 // to the store; Reset drops this Limiter's lease (the other Limiters'
 // leases of the key end within their TTL); a denial is the store's, with
-// its RetryAfter. While the store is down, the Limiter spends what its
+// its RetryAfter, and the Limiter asks again by itself when the store
+// said a unit would be back, so that a Limiter whose requests come seldom
+// gets its share of the units that come back, not only what those whose
+// requests come often leave (see docs/algorithms.md). While the store is down, the Limiter spends what its
 // leases hold until they end, then fails as it does without leases. Call
 // Close when done with the Limiter.
 func WithLeases(leases Leases) Option {
@@ -147,6 +150,7 @@ type keyLease struct {
 	expiry   time.Time    // the store stops counting it no sooner
 	renewing chan struct{}
 	gone     bool // forgotten: look the key up anew
+	ahead    bool // a lease step ahead of requests is due (see ahead)
 
 	denied     time.Time // a request of deniedCost or more is denied until then
 	deniedCost int64
@@ -279,7 +283,7 @@ func (le *leaser) fromLease(kl *keyLease, now time.Time) Result {
 func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, now time.Time) (Result, error) {
 	ch := make(chan struct{})
 	kl.renewing = ch
-	req := driver.LeaseRequest{Min: n, Want: kl.want(n, now, le.ttl, le.spec.MaxCost()), TTL: le.ttl.Microseconds()}
+	req := driver.LeaseRequest{Min: n, Want: kl.want(max(n, 1), now, le.ttl, le.spec.MaxCost()), TTL: le.ttl.Microseconds()}
 	if kl.lease.Units > 0 {
 		req.Back, req.Unused = kl.lease, kl.left
 	}
@@ -303,7 +307,11 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 		kl.remaining, kl.reset = g.Remaining, sent.Add(res.ResetAfter)
 		kl.denied = time.Time{}
 		if !res.Allowed {
-			kl.denied, kl.deniedCost, kl.denial = sent.Add(res.RetryAfter), n, res
+			kl.denied, kl.deniedCost, kl.denial = sent.Add(res.RetryAfter), max(n, 1), res
+			if !kl.ahead && !kl.gone {
+				kl.ahead = true
+				time.AfterFunc(max(res.RetryAfter, le.ttl/100), func() { le.takeAhead(key, kl) })
+			}
 		}
 		if g.Units > 0 && !kl.gone {
 			kl.lease, kl.left = g.Lease, g.Units
@@ -327,6 +335,26 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 	}
 	kl.mu.Unlock()
 	return res, err
+}
+
+// takeAhead takes a lease of key ahead of its next request, after the
+// store denied one: at the time the store said a unit would be there, and
+// again at each denial, as long as the key has requests (one in the last
+// TTL). Without it, each request of a Limiter with little demand would
+// find the units that came back taken by the Limiters whose requests come
+// more often; with it, every Limiter with demand asks the store when a
+// unit comes back, and their chances are even.
+func (le *leaser) takeAhead(key string, kl *keyLease) {
+	kl.mu.Lock()
+	kl.ahead = false
+	now := le.now()
+	if kl.gone || kl.renewing != nil || kl.left > 0 && now.Before(kl.deadline) || now.Sub(kl.used) > le.ttl {
+		kl.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), le.ttl)
+	defer cancel()
+	le.renew(ctx, key, kl, 0, now) // an error: the next request tries again
 }
 
 // spendFor is how long a holder spends a lease that the store counts for

@@ -258,3 +258,46 @@ func TestLeasesAfterClose(t *testing.T) {
 		t.Errorf("after 20 admissions and Close, Peek says %v remain (%v); want 80: nothing held", res.Remaining, err)
 	}
 }
+
+// TestLeasesTakenAhead: a Limiter with leases that the store denied asks
+// again by itself when a unit is back, so its next request finds it in
+// its lease, without a call to the store.
+func TestLeasesTakenAhead(t *testing.T) {
+	store := &leaseCountingStore{Store: memstore.New()}
+	defer store.Close()
+	ctx := context.Background()
+	p := ratekeeper.TokenBucket{Capacity: 2, RefillRate: 1, RefillInterval: 30 * time.Millisecond}
+	plain, err := ratekeeper.New(plainStore{store.Store}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ratekeeper.New(store, p, ratekeeper.WithLeases(ratekeeper.Leases{TTL: time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	for range 2 {
+		if res, err := plain.Allow(ctx, "k"); err != nil || !res.Allowed {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	}
+	res, err := lim.Allow(ctx, "k")
+	if err != nil || res.Allowed {
+		t.Fatalf("the key is drained, yet %+v, %v", res, err)
+	}
+	steps := store.leases.Load()
+	time.Sleep(res.RetryAfter + 20*time.Millisecond)
+	ahead := store.leases.Load() - steps
+	if ahead == 0 {
+		t.Fatalf("no lease step in %v after a denial: none taken ahead", res.RetryAfter+20*time.Millisecond)
+	}
+	if res, err := lim.Allow(ctx, "k"); err != nil || !res.Allowed {
+		t.Fatalf("after a lease taken ahead: %+v, %v", res, err)
+	}
+	if n := store.leases.Load() - steps; n != ahead {
+		t.Errorf("the request after a lease taken ahead made %d lease steps; want none", n-ahead)
+	}
+	if res, err := plain.Allow(ctx, "k"); err != nil || res.Allowed {
+		t.Errorf("the unit back is the lease's, yet a Limiter without leases got %+v, %v", res, err)
+	}
+}

@@ -32,6 +32,9 @@ type Case struct {
 	// Bound returns the largest excess of the admissions over the
 	// policy's bound in any window, and a description of the worst.
 	Bound func(adm []Admission) (worst string, over int64)
+	// Gaps: at twice its rate the policy itself denies every request
+	// for longer than a TTL (a fixed window spent before it ends).
+	Gaps bool
 }
 
 // SpanBound checks every window [Lo_i, Hi_j] of the admissions against
@@ -87,15 +90,15 @@ func WindowBound(limit, w int64) func([]Admission) (string, int64) {
 var Cases = []Case{
 	// A burst of 50, then one every 500µs.
 	{"gcra2000ps_b50", ratekeeper.GCRA{Rate: 2000, Period: time.Second, Burst: 50}, 2000,
-		SpanBound(func(d int64) int64 { return 50 + d/500 })},
+		SpanBound(func(d int64) int64 { return 50 + d/500 }), false},
 	// 50, then 20 at each refill: at most d/10ms + 1 refills in d.
 	{"tb50_20per10ms", ratekeeper.TokenBucket{Capacity: 50, RefillRate: 20, RefillInterval: 10 * time.Millisecond}, 2000,
-		SpanBound(func(d int64) int64 { return 50 + 20*(d/10_000+1) })},
+		SpanBound(func(d int64) int64 { return 50 + 20*(d/10_000+1) }), false},
 	// 50, draining one every 500µs.
 	{"lb50_2000ps", ratekeeper.LeakyBucket{Capacity: 50, LeakRate: 2000}, 2000,
-		SpanBound(func(d int64) int64 { return 50 + d/500 })},
+		SpanBound(func(d int64) int64 { return 50 + d/500 }), false},
 	{"fwa200per100ms", ratekeeper.FixedWindow{Limit: 200, Window: 100 * time.Millisecond, Aligned: true}, 2000,
-		WindowBound(200, 100_000)},
+		WindowBound(200, 100_000), true},
 }
 
 // Weights are the fleet's demands, uneven: the last Limiter takes no
