@@ -79,9 +79,9 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 				if g := groupCalls(calls, true); len(g) != 1 {
 					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
 				}
-				runBatch(context.Background(), client, calls, true)
+				runBatch(context.Background(), client, newFunctions(client), calls, true)
 				for i, c := range calls {
-					want[i].run(context.Background(), client)
+					want[i].run(context.Background(), client, newFunctions(client))
 					if c.err != nil || want[i].err != nil {
 						t.Fatalf("round %d, call %d: batched error %v, single error %v", round, i, c.err, want[i].err)
 					}
@@ -116,7 +116,7 @@ func TestBatchOnServerClock(t *testing.T) {
 	for range 5 {
 		calls = append(calls, newCall(t, s, spec, "k", 1, time.Time{}))
 	}
-	runBatch(context.Background(), client, calls, true)
+	runBatch(context.Background(), client, newFunctions(client), calls, true)
 	for i, c := range calls {
 		res, err := parseReply(spec, c.reply)
 		if c.err != nil || err != nil {
@@ -145,7 +145,7 @@ func TestBatchErrorStaysPerCall(t *testing.T) {
 	for _, key := range []string{"a", "foreign", "b", "a"} {
 		calls = append(calls, newCall(t, s, spec, key, 1, time.Time{}))
 	}
-	runBatch(context.Background(), client, calls, true)
+	runBatch(context.Background(), client, newFunctions(client), calls, true)
 	for i, c := range calls {
 		if i == 1 {
 			if c.err == nil || !strings.Contains(c.err.Error(), "WRONGTYPE") {

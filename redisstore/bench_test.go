@@ -125,7 +125,7 @@ func BenchmarkSlidingWindowLog(b *testing.B) {
 		}
 		var total float64
 		for line := range strings.SplitSeq(info, "\n") {
-			if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") && !strings.HasPrefix(line, "cmdstat_fcall:") {
 				continue
 			}
 			for field := range strings.SplitSeq(strings.TrimSpace(line[strings.Index(line, ":")+1:]), ",") {

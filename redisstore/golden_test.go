@@ -17,10 +17,10 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 // <algorithm>.lua decides one request, <algorithm>.batch.lua a batch, and
 // all.lua an All. go test -run Golden -update rewrites them.
 func TestGoldenScripts(t *testing.T) {
-	scripts := map[string]string{"all.lua": allScript.src}
+	scripts := map[string]string{"all.lua": allScript.script.src}
 	for name, alg := range algorithms {
-		scripts[name+".lua"] = alg.src
-		scripts[name+".batch.lua"] = alg.batchSrc
+		scripts[name+".lua"] = alg.script.src
+		scripts[name+".batch.lua"] = alg.batch.src
 	}
 	for _, name := range driver.Algorithms() {
 		if _, ok := algorithms[name]; !ok && name != "no_script" {

@@ -27,7 +27,7 @@ func scriptCalls(ctx context.Context, t *testing.T, client *redis.Client) int {
 		t.Fatal(err)
 	}
 	total := 0
-	for _, m := range regexp.MustCompile(`cmdstat_(?:eval|evalsha):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+	for _, m := range regexp.MustCompile(`cmdstat_(?:eval|evalsha|fcall):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
 		n, _ := strconv.Atoi(m[1])
 		total += n
 	}

@@ -64,7 +64,8 @@ func (c *call) finished() bool {
 // queue per server (see pipeliner).
 type queue struct {
 	client redis.UniversalClient
-	limit  int // round trips in flight at most; 0 for no limit
+	fn     *functions // the store's, shared by its queues
+	limit  int        // round trips in flight at most; 0 for no limit
 	// combine: the requests of a batch under one algorithm go as one
 	// script call (see runBatch). Only over a client of one server: in a
 	// cluster, different callers' keys are in different slots, which one
@@ -78,8 +79,8 @@ type queue struct {
 	spare   []*call // the previous batch's array, for reuse
 }
 
-func newQueue(client redis.UniversalClient, limit int) *queue {
-	q := &queue{client: client, limit: limit}
+func newQueue(client redis.UniversalClient, fn *functions, limit int) *queue {
+	q := &queue{client: client, fn: fn, limit: limit}
 	_, single := client.(*redis.Client)
 	q.combine.Store(single && limit > 0)
 	return q
@@ -99,7 +100,7 @@ func (q *queue) do(ctx context.Context, calls []*call, inline bool) error {
 	if !q.reserve(calls) {
 		return waitAll(ctx, calls)
 	}
-	runCalls(ctx, q.client, calls)
+	runCalls(ctx, q.client, q.fn, calls)
 	if batch := q.next(); batch != nil {
 		go q.flush(context.Background(), batch)
 	}
@@ -164,9 +165,9 @@ func (q *queue) next() []*call {
 func (q *queue) flush(ctx context.Context, batch []*call) {
 	for ; batch != nil; ctx = context.Background() {
 		if len(batch) == 1 {
-			batch[0].run(batch[0].ctx, q.client)
+			batch[0].run(batch[0].ctx, q.client, q.fn)
 		} else {
-			if runBatch(ctx, q.client, batch, q.combine.Load()) {
+			if runBatch(ctx, q.client, q.fn, batch, q.combine.Load()) {
 				q.combine.Store(false)
 			}
 		}
@@ -183,24 +184,31 @@ func (q *queue) flush(ctx context.Context, batch []*call) {
 	}
 }
 
-// run sends c alone: EVALSHA, and EVAL if the script is missing, each
-// reaching Redis at most once (see onceCmd and retryUnsent). go-redis
-// bounds it by ctx only with ContextTimeoutEnabled, and otherwise by its
-// own timeouts.
-func (c *call) run(ctx context.Context, client redis.UniversalClient) {
+// run sends c alone: FCALL (see functions), and EVAL if the function is
+// missing, or, without functions, EVALSHA, and EVAL if the script is
+// missing; each reaching Redis at most once (see onceCmd and
+// retryUnsent). go-redis bounds it by ctx only with
+// ContextTimeoutEnabled, and otherwise by its own timeouts.
+func (c *call) run(ctx context.Context, client redis.UniversalClient, fn *functions) {
 	if c.abandoned.Load() {
 		return
 	}
 	var cmd *redis.Cmd
 	args := c.args()
-	send := func(evalsha bool) {
+	send := func(f form) {
 		retryUnsent(ctx, func() error {
-			cmd = scriptCmd(ctx, evalsha, c.alg.script, c.alg.src, c.keys, args)
+			cmd = scriptCmd(ctx, f, c.alg.script, c.keys, args)
 			return client.Process(ctx, onceCmd{cmd})
 		})
 	}
-	if send(true); isNoScript(cmd.Err()) {
-		send(false)
+	f := fn.first()
+	send(f)
+	if f == fcall && fn.missing(ctx, client, cmd.Err(), c.alg.script, c.keys[0]) {
+		f = evalsha
+		send(evalsha)
+	}
+	if f == evalsha && isNoScript(cmd.Err()) {
+		send(eval)
 	}
 	c.reply, c.err = cmd.Result()
 	if c.err != nil {
@@ -225,12 +233,12 @@ func withContextErr(ctx context.Context, err error) error {
 
 // runCalls sends calls: one alone, several as one pipeline (see
 // runBatch), bounded by ctx as the client bounds commands.
-func runCalls(ctx context.Context, client redis.UniversalClient, calls []*call) {
+func runCalls(ctx context.Context, client redis.UniversalClient, fn *functions, calls []*call) {
 	if len(calls) == 1 {
-		calls[0].run(ctx, client)
+		calls[0].run(ctx, client, fn)
 		return
 	}
-	runBatch(ctx, client, calls, false)
+	runBatch(ctx, client, fn, calls, false)
 }
 
 // waitAll waits until every call has its reply, or returns ctx's error if
@@ -250,9 +258,10 @@ func waitAll(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-// runBatch sends calls as one pipeline of EVALSHA, then those that met
-// NOSCRIPT (after a SCRIPT FLUSH, a restart or a failover) as EVAL, which
-// loads the script. With combine, the calls of one algorithm go as one
+// runBatch sends calls as one pipeline of FCALL, then those that met a
+// missing function as EVALSHA, once the library is loaded (see
+// functions), then those that met NOSCRIPT (after a SCRIPT FLUSH, a
+// restart or a failover) as EVAL, which loads the script. With combine, the calls of one algorithm go as one
 // call of its batch script, so that Redis runs one script, and reads its
 // clock once, for them all. Errors stay per call. A batch of queued calls
 // serves callers with different deadlines: it is given no ctx of theirs,
@@ -262,9 +271,9 @@ func waitAll(ctx context.Context, calls []*call) error {
 // keys lie in different slots (CROSSSLOT), before running it: its calls
 // are then sent again, each alone, and runBatch reports it, so that the
 // caller stops combining.
-func runBatch(ctx context.Context, client redis.UniversalClient, batch []*call, combine bool) (crossSlot bool) {
+func runBatch(ctx context.Context, client redis.UniversalClient, fn *functions, batch []*call, combine bool) (crossSlot bool) {
 	groups := groupCalls(batch, combine)
-	cmds := execGroups(ctx, client, groups)
+	cmds := execGroups(ctx, client, fn, groups)
 	var split []group
 	for i := range groups {
 		if len(groups[i].calls) > 1 && hasErrorPrefix(cmds[i].Err(), "CROSSSLOT") {
@@ -274,7 +283,7 @@ func runBatch(ctx context.Context, client redis.UniversalClient, batch []*call, 
 		groups[i].deliver(cmds[i])
 	}
 	if len(split) > 0 {
-		for i, cmd := range execGroups(ctx, client, split) {
+		for i, cmd := range execGroups(ctx, client, fn, split) {
 			split[i].deliver(cmd)
 		}
 	}
@@ -283,15 +292,16 @@ func runBatch(ctx context.Context, client redis.UniversalClient, batch []*call, 
 
 // execGroups sends groups as one pipeline, each script call reaching
 // Redis at most once (see onceCmd and retryUnsent), then those that met
-// NOSCRIPT as EVAL, and returns their commands.
-func execGroups(ctx context.Context, client redis.UniversalClient, groups []group) []*redis.Cmd {
+// a missing function as EVALSHA, and those that met NOSCRIPT as EVAL,
+// and returns their commands.
+func execGroups(ctx context.Context, client redis.UniversalClient, fn *functions, groups []group) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
-	send := func(which []int, evalsha bool) {
+	send := func(which []int, f form) {
 		retryUnsent(ctx, func() error {
 			pipe := client.Pipeline()
 			for _, i := range which {
 				g := &groups[i]
-				cmds[i] = scriptCmd(ctx, evalsha, g.script, g.src, g.keys, g.args)
+				cmds[i] = scriptCmd(ctx, f, g.script, g.keys, g.args)
 				pipe.Process(ctx, onceCmd{cmds[i]})
 			}
 			_, err := pipe.Exec(ctx) // errors are read per command
@@ -302,8 +312,21 @@ func execGroups(ctx context.Context, client redis.UniversalClient, groups []grou
 	for i := range all {
 		all[i] = i
 	}
-	if len(all) > 0 {
-		send(all, true)
+	if len(all) == 0 {
+		return cmds
+	}
+	f := fn.first()
+	send(all, f)
+	if f == fcall {
+		var retry []int
+		for i, cmd := range cmds {
+			if fn.missing(ctx, client, cmd.Err(), groups[i].script, groups[i].keys[0]) {
+				retry = append(retry, i)
+			}
+		}
+		if len(retry) > 0 {
+			send(retry, evalsha)
+		}
 	}
 	var retry []int
 	for i, cmd := range cmds {
@@ -312,7 +335,7 @@ func execGroups(ctx context.Context, client redis.UniversalClient, groups []grou
 		}
 	}
 	if len(retry) > 0 {
-		send(retry, false)
+		send(retry, eval)
 	}
 	return cmds
 }
@@ -322,8 +345,7 @@ func execGroups(ctx context.Context, client redis.UniversalClient, groups []grou
 // script.
 type group struct {
 	calls  []*call
-	script *redis.Script
-	src    string
+	script *script
 	keys   []string
 	args   []any
 }
@@ -345,17 +367,17 @@ func groupCalls(batch []*call, combine bool) []group {
 			}
 			byAlg[j].calls = append(byAlg[j].calls, c)
 		default: // a slice of batch: no allocation per call
-			groups = append(groups, group{calls: batch[i : i+1], script: c.alg.script, src: c.alg.src, keys: c.keys, args: c.args()})
+			groups = append(groups, group{calls: batch[i : i+1], script: c.alg.script, keys: c.keys, args: c.args()})
 		}
 	}
 	for _, same := range byAlg {
 		calls, alg := same.calls, same.calls[0].alg
 		if len(calls) == 1 {
 			c := calls[0]
-			groups = append(groups, group{calls: calls, script: alg.script, src: alg.src, keys: c.keys, args: c.args()})
+			groups = append(groups, group{calls: calls, script: alg.script, keys: c.keys, args: c.args()})
 			continue
 		}
-		g := group{calls: calls, script: alg.batch, src: alg.batchSrc,
+		g := group{calls: calls, script: alg.batch,
 			keys: make([]string, len(calls)), args: batchArgs(calls)}
 		for i, c := range calls {
 			g.keys[i] = c.keys[0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,14 +38,25 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry tells go-redis never to send the command again.
 func (onceCmd) NoRetry() bool { return true }
 
-// scriptCmd builds EVALSHA (evalsha true, with the script's hash) or EVAL
-// (with its source) of keys and args, as go-redis's Script does.
-func scriptCmd(ctx context.Context, evalsha bool, script *redis.Script, src string, keys []string, args []any) *redis.Cmd {
+// form is how a script is sent: the command that runs it.
+type form uint8
+
+const (
+	fcall   form = iota // its library's function, loaded once
+	evalsha             // the script by its hash, cached by Redis
+	eval                // the script itself, which Redis then caches
+)
+
+// scriptCmd builds the command of form that runs s with keys and args.
+func scriptCmd(ctx context.Context, f form, s *script, keys []string, args []any) *redis.Cmd {
 	v := make([]any, 0, 3+len(keys)+len(args))
-	if evalsha {
-		v = append(v, "evalsha", script.Hash(), len(keys))
-	} else {
-		v = append(v, "eval", src, len(keys))
+	switch f {
+	case fcall:
+		v = append(v, "fcall", s.fn, len(keys))
+	case evalsha:
+		v = append(v, "evalsha", s.sha.Hash(), len(keys))
+	default:
+		v = append(v, "eval", s.src, len(keys))
 	}
 	for _, k := range keys {
 		v = append(v, k)
@@ -58,6 +70,25 @@ func scriptCmd(ctx context.Context, evalsha bool, script *redis.Script, src stri
 // isNoScript reports whether err says Redis lacks the script (after a
 // SCRIPT FLUSH, a restart or a failover): it did not run.
 func isNoScript(err error) bool { return hasErrorPrefix(err, "NOSCRIPT") }
+
+// isNoFunction reports whether err says Redis lacks the function (a new
+// server, or after FUNCTION FLUSH or DELETE): it did not run.
+func isNoFunction(err error) bool { return replySays(err, "Function not found") }
+
+// refusesFunctions reports whether err says Redis will not run functions
+// for this client: a server older than 7 (FCALL is an unknown command),
+// or an ACL that denies FCALL or FUNCTION LOAD. Nothing ran.
+func refusesFunctions(err error) bool {
+	return hasErrorPrefix(err, "NOPERM") ||
+		replySays(err, "unknown command") && strings.Contains(strings.ToLower(err.Error()), "fcall")
+}
+
+// replySays reports whether err is an error reply from Redis that says
+// what.
+func replySays(err error, what string) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.Contains(reply.Error(), what)
+}
 
 // hasErrorPrefix is redis.HasErrorPrefix, which allocates even for a nil
 // error: this is asked of every call.

@@ -19,6 +19,7 @@ import (
 type pipeliner struct {
 	one     *queue               // over a client of one server, or unlimited
 	cluster *redis.ClusterClient // else
+	fn      *functions           // the cluster's queues'
 	nodes   sync.Map             // a master's address: its *queue
 	// routed: the cluster's slot map is loaded, so that finding a key's
 	// master never waits for Redis again (go-redis then reloads it in the
@@ -29,13 +30,14 @@ type pipeliner struct {
 // newPipeliner returns the pipeliner of a store over client, with
 // auto-pipelining or without.
 func newPipeliner(client redis.UniversalClient, pipelining bool) *pipeliner {
+	fn := newFunctions(client)
 	if !pipelining {
-		return &pipeliner{one: newQueue(client, 0)}
+		return &pipeliner{one: newQueue(client, fn, 0)}
 	}
 	if c, ok := client.(*redis.ClusterClient); ok {
-		return &pipeliner{cluster: c}
+		return &pipeliner{cluster: c, fn: fn}
 	}
-	return &pipeliner{one: newQueue(client, maxFlying)}
+	return &pipeliner{one: newQueue(client, fn, maxFlying)}
 }
 
 // do sends calls through the queues of the servers of their keys (see
@@ -114,6 +116,6 @@ func (p *pipeliner) queueAt(addr string) *queue {
 	if q, ok := p.nodes.Load(addr); ok {
 		return q.(*queue)
 	}
-	q, _ := p.nodes.LoadOrStore(addr, newQueue(p.cluster, maxFlying))
+	q, _ := p.nodes.LoadOrStore(addr, newQueue(p.cluster, p.fn, maxFlying))
 	return q.(*queue)
 }

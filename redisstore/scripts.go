@@ -17,13 +17,41 @@ var luaFiles embed.FS
 // one request, and that of a batch (batch.lua). For All, script is
 // all.lua's and batch is nil.
 type algorithm struct {
-	script   *redis.Script
-	src      string
-	batch    *redis.Script
-	batchSrc string
+	script *script
+	batch  *script
 	// lease is the script of a lease step (lease.lua), for an algorithm
 	// that takes leases; nil for the others.
 	lease *algorithm
+}
+
+// script is one Lua script, in the two forms Redis runs: a function of a
+// library loaded once per server (FUNCTION LOAD, Redis 7) and called with
+// FCALL; and, where Redis has no functions, the script itself, by
+// EVALSHA, or by EVAL when Redis lacks it. A script's top level, which
+// defines its functions, runs on every EVALSHA, but only once for a
+// library, when it is loaded: FCALL costs Redis about a quarter less (see
+// docs/performance.md).
+type script struct {
+	sha *redis.Script // the script, for EVALSHA and EVAL
+	src string
+	// fn is the function's name, and the library's: "ratekeeper_" and
+	// the script's SHA-1, so that versions of redisstore that differ in
+	// their scripts share a server without replacing each other's.
+	fn string
+	// lib is the library: the script's definitions at its top level,
+	// and its entry file as the body of the function fn.
+	lib string
+}
+
+// newScript makes the script of defs, the functions, and entry, the code
+// that reads KEYS and ARGV and calls them.
+func newScript(defs, entry string) *script {
+	src := defs + entry
+	sha := redis.NewScript(src)
+	fn := "ratekeeper_" + sha.Hash()
+	return &script{sha: sha, src: src, fn: fn,
+		lib: "#!lua name=" + fn + "\n" + defs +
+			"redis.register_function('" + fn + "', function(KEYS, ARGV)\n" + entry + "end)\n"}
 }
 
 // algorithms are the scripts of the algorithms registered with the driver
@@ -40,24 +68,20 @@ func init() {
 		if _, err := luaFiles.ReadFile("lua/" + name + ".lua"); err != nil {
 			continue // an algorithm without a script: Decide refuses it
 		}
-		src, batchSrc := luaScript([]string{name}, "single"), luaScript([]string{name}, "batch")
-		alg := &algorithm{script: redis.NewScript(src), src: src,
-			batch: redis.NewScript(batchSrc), batchSrc: batchSrc}
-		if strings.Contains(src, "function leases."+name+"(") {
-			leaseSrc := luaScript([]string{name}, "lease")
-			alg.lease = &algorithm{script: redis.NewScript(leaseSrc), src: leaseSrc}
+		alg := &algorithm{script: luaScript([]string{name}, "single"), batch: luaScript([]string{name}, "batch")}
+		if strings.Contains(alg.script.src, "function leases."+name+"(") {
+			alg.lease = &algorithm{script: luaScript([]string{name}, "lease")}
 		}
 		algorithms[name] = alg
 		every = append(every, name)
 	}
-	src := luaScript(every, "all")
-	allScript = &algorithm{script: redis.NewScript(src), src: src}
+	allScript = &algorithm{script: luaScript(every, "all")}
 }
 
 // luaScript is a script as Redis receives it: lib.lua, the helpers the
 // algorithms call, the files of the named algorithms, and the entry file
-// (single, batch or all) that reads ARGV and calls them.
-func luaScript(names []string, entry string) string {
+// (single, batch, all or lease) that reads ARGV and calls them.
+func luaScript(names []string, entry string) *script {
 	var src strings.Builder
 	src.WriteString(luaFile("lib"))
 	algs := make([]string, len(names))
@@ -75,8 +99,7 @@ func luaScript(names []string, entry string) string {
 	for _, alg := range algs {
 		src.WriteString(alg)
 	}
-	src.WriteString(luaFile(entry))
-	return src.String()
+	return newScript(src.String(), luaFile(entry))
 }
 
 // luaHelpers are the files of functions that algorithms may call, each

@@ -418,7 +418,7 @@ func scriptCalls(t *testing.T, c *redis.Client) int {
 	}
 	total := 0
 	for line := range strings.SplitSeq(info, "\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_fcall:") {
 			_, rest, _ := strings.Cut(line, "calls=")
 			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 			total += n

@@ -141,10 +141,10 @@ func TestClusterNoCrossSlot(t *testing.T) {
 	}
 }
 
-// TestClusterNoScript flushes the scripts of every master, then decides
-// with every policy for callers on each master: each call must load its
-// script again on its own master, without an error, whether it goes alone
-// or in a pipeline.
+// TestClusterNoScript flushes the functions and the scripts of every
+// master, then decides with every policy for callers on each master: each
+// call must load its library and its script again on its own master,
+// without an error, whether it goes alone or in a pipeline.
 func TestClusterNoScript(t *testing.T) {
 	redistest.ClusterAddrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
@@ -187,6 +187,16 @@ func TestClusterNoScript(t *testing.T) {
 					if after[addr] <= before[addr] {
 						t.Errorf("concurrent=%v: no NOSCRIPT reply on %s, which owns caller %q: the flush was not tested", concurrent, addr, k)
 					}
+				}
+				err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+					libs, err := m.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "ratekeeper_*"}).Result()
+					if err == nil && len(libs) == 0 {
+						err = fmt.Errorf("no library loaded again on %s", m.Options().Addr)
+					}
+					return err
+				})
+				if err != nil {
+					t.Errorf("concurrent=%v: %v", concurrent, err)
 				}
 			}
 			t.Logf("%d NOSCRIPT replies in pipelines", piped.n.Load())
@@ -256,10 +266,14 @@ func masterAddrs(ctx context.Context, t *testing.T, client *redis.ClusterClient)
 	return addrs
 }
 
-// flushScripts empties the script cache of every master.
+// flushScripts empties the libraries of functions and the script cache of
+// every master.
 func flushScripts(ctx context.Context, t *testing.T, client *redis.ClusterClient) {
 	t.Helper()
 	err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if err := m.FunctionFlush(ctx).Err(); err != nil {
+			return err
+		}
 		return m.ScriptFlush(ctx).Err()
 	})
 	if err != nil {

@@ -95,10 +95,10 @@ func (h persistHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// scriptKeys returns the keys of an EVAL or EVALSHA command: its args are
+// scriptKeys returns the keys of an EVAL, EVALSHA or FCALL command: its args are
 // the command, the script, the number of keys, and the keys.
 func scriptKeys(cmd redis.Cmder) []string {
-	if name := cmd.Name(); name != "eval" && name != "evalsha" {
+	if name := cmd.Name(); name != "eval" && name != "evalsha" && name != "fcall" {
 		return nil
 	}
 	args := cmd.Args()

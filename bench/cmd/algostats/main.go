@@ -42,6 +42,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/internal/seedscript"
+
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -246,21 +248,7 @@ func newSubjects(rdb *redis.Client, limit int) ([]subject, error) {
 // guideScript is the guide's token bucket, measured as a baseline: a
 // hash read with HMGET and written with HMSET on every call, allowed or
 // not; the client's clock in seconds (ARGV[4]); no expiry.
-var guideScript = redis.NewScript(`
-local tokens, last = unpack(redis.call('HMGET', KEYS[1], 'tokens', 'last_refill'))
-local capacity, rate, interval, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-tokens, last = tonumber(tokens), tonumber(last)
-if tokens == nil then tokens, last = capacity, now end
-local refills = math.floor((now - last) / interval)
-if refills > 0 then
-  tokens = math.min(capacity, tokens + refills * rate)
-  last = last + refills * interval
-end
-local allowed = 0
-if tokens >= 1 then tokens, allowed = tokens - 1, 1 end
-redis.call('HMSET', KEYS[1], 'tokens', tokens, 'last_refill', last)
-return {allowed, tokens}
-`)
+var guideScript = redis.NewScript(seedscript.Source)
 
 // guideSubject runs guideScript with the token bucket's parameters, on the
 // caller's own name as the guide keys it ("user:0001000"), as loadgen's seed

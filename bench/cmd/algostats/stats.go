@@ -19,7 +19,7 @@ type cost struct {
 
 // notScripted are commands in commandstats that scripts do not call.
 var notScripted = map[string]bool{
-	"evalsha": true, "eval": true, "script": true, "config": true, "info": true,
+	"evalsha": true, "eval": true, "fcall": true, "function": true, "script": true, "config": true, "info": true,
 	"hello": true, "client": true, "ping": true, "del": true, "memory": true,
 }
 
@@ -100,7 +100,7 @@ func timeCalls(ctx context.Context, rdb *redis.Client, decide decideFunc, caller
 			return spent{}, fmt.Errorf("%s: %w", name, err)
 		}
 		switch {
-		case cmd == "evalsha" || cmd == "eval":
+		case cmd == "evalsha" || cmd == "eval" || cmd == "fcall":
 			scripts += calls
 			t.usec += float64(usec)
 		case !notScripted[cmd]:

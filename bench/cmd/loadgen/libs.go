@@ -95,7 +95,7 @@ type lib struct {
 	decisionCmd string
 }
 
-var scriptCmds = []string{"evalsha", "eval"}
+var scriptCmds = []string{"fcall", "evalsha", "eval"}
 
 // libs are all the libraries loadgen knows, in the order it reports them.
 var libs = []lib{

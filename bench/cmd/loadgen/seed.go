@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper/internal/seedscript"
 )
 
 // seedScript is the token bucket of the guide the project started from, as
@@ -15,28 +17,7 @@ import (
 // on every call, allowed or not, and the key never expires. It is the
 // baseline of the server-time and memory targets, so it keeps those
 // properties even where ratekeeper deliberately differs.
-var seedScript = redis.NewScript(`
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
-local interval = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'last_refill')
-local tokens, last = tonumber(state[1]), tonumber(state[2])
-if tokens == nil then
-  tokens, last = capacity, now
-end
-local steps = math.floor((now - last) / interval)
-if steps > 0 then
-  tokens = math.min(capacity, tokens + steps * rate)
-  last = last + steps * interval
-end
-local allowed = 0
-if tokens >= 1 then
-  tokens, allowed = tokens - 1, 1
-end
-redis.call('HMSET', KEYS[1], 'tokens', tokens, 'last_refill', last)
-return {allowed, tokens}
-`)
+var seedScript = redis.NewScript(seedscript.Source)
 
 // seedLimiter runs seedScript with go-redis: Capacity tokens, refilled by
 // rate tokens every interval.
