@@ -20,7 +20,6 @@ import (
 // run: charges, refunds and leases, each from its comment to its end.
 var modeBlocks = regexp.MustCompile(`(?ms)^(?:--[^\n]*\n)*function (?:charges|refunds|leases)\.\w+\(.*?^end\n`)
 
-
 // BenchmarkScriptForms measures the Redis time of one lone token bucket
 // decision (INFO commandstats, µs per call) in each form a script can
 // take: an empty EVALSHA; the script by EVALSHA, which defines every
