@@ -17,6 +17,13 @@ import (
 // one window's Limit at its end, and Limit at the start of the next.
 // Denied requests do not count. A Charge beyond Limit leaves the window in
 // debt, which it forgets when it ends: the next window starts afresh.
+//
+// With Calendar, the windows are calendar periods in Location: a day, an
+// ISO week (from Monday), a month or a year, each from local midnight of
+// its first day, through offset changes (a day of 23 or 25 hours), month
+// lengths and leap years, the same for every key: "10,000 per month",
+// renewed on the 1st. The window is the period that contains the store's
+// time, and ResetAfter and RetryAfter end exactly where it does.
 type FixedWindow struct {
 	// Limit is the number of requests allowed per window. 1 to MaxLimit.
 	Limit int64
@@ -26,7 +33,26 @@ type FixedWindow struct {
 	// rather than at a key's first request. An aligned and an unaligned
 	// window never share a key's state, whatever their names.
 	Aligned bool
+	// Calendar, if set, makes the windows calendar periods: Day, Week,
+	// Month or Year, in place of Window (which must then be 0) and
+	// Aligned.
+	Calendar Calendar
+	// Location is the time zone of calendar periods; nil is UTC. Zones
+	// are known by name: windows of different zones, or periods, never
+	// share a key's state.
+	Location *time.Location
 }
+
+// Calendar is the period of a calendar window (FixedWindow.Calendar).
+type Calendar = driver.Period
+
+// The calendar periods of FixedWindow.Calendar.
+const (
+	Day   = driver.Day   // from midnight to midnight, local time
+	Week  = driver.Week  // ISO weeks, from Monday
+	Month = driver.Month // from the 1st
+	Year  = driver.Year  // from January 1st
+)
 
 func init() {
 	register(driver.AlgorithmFixedWindow, Algorithm{
@@ -43,8 +69,29 @@ func init() {
 
 // Spec validates the policy and returns its integer form: Params holds
 // Limit as Capacity, Window as Interval, in microseconds, and Aligned as
-// Rate: 1 if aligned, else 0.
+// Rate: 1 if aligned, else 0. A calendar window's Rate is
+// driver.AlignCalendar, its Interval the longest its period lasts, and
+// its Cost the id of its calendar (driver.CalendarID).
 func (p FixedWindow) Spec() (driver.Spec, error) {
+	if p.Calendar != 0 {
+		switch {
+		case p.Calendar < Day || p.Calendar > Year:
+			return driver.Spec{}, policyError("FixedWindow", "Calendar", "%d is none of Day, Week, Month and Year", int64(p.Calendar))
+		case p.Window != 0:
+			return driver.Spec{}, policyError("FixedWindow", "Window", "%v is set with a Calendar, whose periods are the windows: leave it 0", p.Window)
+		case p.Aligned:
+			return driver.Spec{}, policyError("FixedWindow", "Aligned", "is set with a Calendar, whose periods are aligned already: leave it false")
+		}
+		longest := time.Duration(p.Calendar.Longest()) * time.Microsecond
+		s, err := windowSpec(driver.AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, longest, checkFixedWindow)
+		if err == nil {
+			s.Params.Rate, s.Params.Cost = driver.AlignCalendar, driver.CalendarID(p.Calendar, p.Location)
+		}
+		return s, err
+	}
+	if p.Location != nil {
+		return driver.Spec{}, policyError("FixedWindow", "Location", "%v is set without a Calendar: windows of a Window have no time zone", p.Location)
+	}
 	s, err := windowSpec(driver.AlgorithmFixedWindow, "FixedWindow", MaxLimit, p.Limit, p.Window, checkFixedWindow)
 	if err == nil && p.Aligned {
 		s.Params.Rate = 1
@@ -52,11 +99,16 @@ func (p FixedWindow) Spec() (driver.Spec, error) {
 	return s, err
 }
 
-// fixedWindowVariant keeps aligned windows' state apart from the others':
-// a count of one kind of window means nothing to the other.
+// fixedWindowVariant keeps aligned windows' state apart from the others',
+// and calendar windows' apart by period and zone: a count of one kind of
+// window means nothing to another.
 func fixedWindowVariant(p driver.Params) string {
-	if p.Rate == 1 {
+	switch p.Rate {
+	case 1:
 		return "a"
+	case driver.AlignCalendar:
+		period, loc, _ := driver.CalendarOf(p.Cost)
+		return "c" + period.String()[:1] + loc.String()
 	}
 	return ""
 }
@@ -80,13 +132,25 @@ func windowSpec(algorithm, policy string, maxLimit, limit int64, window time.Dur
 }
 
 // checkFixedWindow checks the Spec of a fixed window, whose Rate holds its
-// alignment, and returns its Window.
+// alignment (and a calendar window's Cost its calendar), and returns its
+// Window.
 func checkFixedWindow(s *driver.Spec) (int64, error) {
-	if s.Params.Rate != 0 && s.Params.Rate != 1 {
-		return 0, policyError(s.Algorithm, "", "alignment parameter %d is neither 0 nor 1", s.Params.Rate)
-	}
 	plain := *s
 	plain.Params.Rate = 0
+	switch s.Params.Rate {
+	case 0, 1:
+	case driver.AlignCalendar:
+		period, _, ok := driver.CalendarOf(s.Params.Cost)
+		if !ok {
+			return 0, policyError(s.Algorithm, "", "calendar parameter %d names no calendar", s.Params.Cost)
+		}
+		if s.Params.Interval != period.Longest() {
+			return 0, policyError(s.Algorithm, "", "window parameter %d is not the longest %s (%d)", s.Params.Interval, period, period.Longest())
+		}
+		plain.Params.Cost = 0
+	default:
+		return 0, policyError(s.Algorithm, "", "alignment parameter %d is none of 0, 1 and %d", s.Params.Rate, driver.AlignCalendar)
+	}
 	return checkWindow(&plain)
 }
 
@@ -100,10 +164,12 @@ func checkWindow(s *driver.Spec) (int64, error) {
 
 // stepFixedWindow is the model that redisstore's fixed_window.lua keeps.
 // State: v[0] the count, above Limit by a debt, v[1] the start of the
-// window. Params.Rate is 1 for windows aligned to the epoch.
+// window, or a calendar window's end. Params.Rate is 1 for windows
+// aligned to the epoch, driver.AlignCalendar for calendar periods.
 func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode) outcome {
 	limit := p.Capacity
-	count, start := fixedWindowAt(p, st, now)
+	count, start, end := fixedWindowAt(p, st, now)
+	mark := fixedWindowMark(p, start, end)
 	need := want(n)
 	allowed := count+need <= limit
 	var capped bool
@@ -111,12 +177,12 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode)
 	case mode == driver.Charge:
 		// The debt lasts as long as the window: the next starts afresh.
 		count, capped = chargeCount(count, n, limit)
-		st.Live, st.V[0], st.V[1] = true, count, start
+		st.Live, st.V[0], st.V[1] = true, count, mark
 		need = 1
 	case mode == driver.Refund:
 		if st.Live && count > 0 {
 			count = max(count-n, 0)
-			st.V[0], st.V[1] = count, start
+			st.V[0], st.V[1] = count, mark
 			if count == 0 {
 				*st = state{}
 			}
@@ -125,20 +191,39 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode)
 		allowed = count+need <= limit
 	case allowed && mode == driver.Take:
 		count += n
-		st.Live, st.V[0], st.V[1] = true, count, start
+		st.Live, st.V[0], st.V[1] = true, count, mark
 	}
 	var retryAfter, resetAfter int64
 	if !allowed || mode == driver.Charge && count+need > limit {
-		retryAfter = start + p.Interval - now // the next window admits any cost up to Limit
+		retryAfter = end - now // the next window admits any cost up to Limit
 	}
 	if count > 0 {
-		resetAfter = start + p.Interval - now
+		resetAfter = end - now
 	}
 	return outcome{Allowed: allowed, Remaining: (limit - count) * unit, RetryAfter: retryAfter, ResetAfter: resetAfter, Capped: capped}
 }
 
-// fixedWindowAt returns the count and the start of the window at now.
-func fixedWindowAt(p driver.Params, st *state, now int64) (count, start int64) {
+// fixedWindowAt returns the count, the start and the end of the window
+// at now. A calendar window's state keeps its end, which the clock may
+// be behind; its start is then the end of the window before, if that
+// one is among the bounds at now, else its end (no lease is of it).
+func fixedWindowAt(p driver.Params, st *state, now int64) (count, start, end int64) {
+	if p.Rate == driver.AlignCalendar {
+		b, _ := driver.CalendarBounds(p.Cost, now)
+		start, end, _ = b.Pick(now)
+		if st.Live && now < st.V[1] {
+			count = st.V[0]
+			if st.V[1] != end {
+				start, end = st.V[1], st.V[1]
+				for i := 1; i < len(b); i++ {
+					if b[i] == end {
+						start = b[i-1]
+					}
+				}
+			}
+		}
+		return count, start, end
+	}
 	aligned, window := p.Rate, p.Interval
 	count, start = 0, now
 	if aligned == 1 {
@@ -147,7 +232,16 @@ func fixedWindowAt(p driver.Params, st *state, now int64) (count, start int64) {
 	if st.Live && now < st.V[1]+window { // or the clock is behind its start
 		count, start = st.V[0], st.V[1]
 	}
-	return count, start
+	return count, start, start + window
+}
+
+// fixedWindowMark is what a window's state keeps in v[1]: its start, or
+// a calendar window's end.
+func fixedWindowMark(p driver.Params, start, end int64) int64 {
+	if p.Rate == driver.AlignCalendar {
+		return end
+	}
+	return start
 }
 
 // leaseFixedWindow is the lease step (driver.Algorithm.Lease). A window
@@ -158,9 +252,9 @@ func fixedWindowAt(p driver.Params, st *state, now int64) (count, start int64) {
 // expires after this window's start).
 func leaseFixedWindow(p driver.Params, st *state, now int64, req driver.LeaseRequest) (driver.Lease, outcome) {
 	limit := p.Capacity
-	count, start := fixedWindowAt(p, st, now)
+	count, start, end := fixedWindowAt(p, st, now)
 	changed := false
-	if req.Back.Units > 0 && req.Unused > 0 && count > 0 && req.Back.Expires > start && req.Back.Expires <= start+p.Interval {
+	if req.Back.Units > 0 && req.Unused > 0 && count > 0 && req.Back.Expires > start && req.Back.Expires <= end {
 		count = max(count-req.Unused, 0)
 		changed = true
 	}
@@ -171,30 +265,30 @@ func leaseFixedWindow(p driver.Params, st *state, now int64, req driver.LeaseReq
 		// Limiters without leases find some of it too.
 		take := min(req.Want, max(req.Min, 1, (limit-count)/2))
 		if take > req.Min {
-			lease = driver.Lease{Units: take - req.Min, Expires: min(now+req.TTL, start+p.Interval)}
+			lease = driver.Lease{Units: take - req.Min, Expires: min(now+req.TTL, end)}
 		}
 		count += take
 		need, changed = 0, true
 	}
 	if changed {
-		st.Live, st.V[0], st.V[1] = true, count, start
+		st.Live, st.V[0], st.V[1] = true, count, fixedWindowMark(p, start, end)
 		if count == 0 {
 			*st = state{}
 		}
 	}
-	return lease, fixedWindowOutcome(p, now, count, start, need)
+	return lease, fixedWindowOutcome(p, now, count, end, need)
 }
 
 // fixedWindowOutcome is the Outcome of a request of cost need (0 for one
-// that was taken) on a window's count.
-func fixedWindowOutcome(p driver.Params, now, count, start, need int64) outcome {
+// that was taken) on the count of a window that ends at end.
+func fixedWindowOutcome(p driver.Params, now, count, end, need int64) outcome {
 	limit := p.Capacity
 	o := outcome{Allowed: count+need <= limit, Remaining: (limit - count) * unit}
 	if !o.Allowed {
-		o.RetryAfter = start + p.Interval - now
+		o.RetryAfter = end - now
 	}
 	if count > 0 {
-		o.ResetAfter = start + p.Interval - now
+		o.ResetAfter = end - now
 	}
 	return o
 }

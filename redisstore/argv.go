@@ -70,7 +70,7 @@ func (r *request) clock() (now any, slack int) {
 func (r *request) singleArgs() []any {
 	now, slack := r.clock()
 	p := r.parts[0]
-	return append(appendParams(append(make([]any, 0, 8), p.n, now, slack), p.spec), int(r.mode))
+	return append(appendParams(append(make([]any, 0, 8), p.n, now, slack), p.spec, r.now), int(r.mode))
 }
 
 // allArgs is all.lua's ARGV: the time, the expiry slack and the mode (or
@@ -83,7 +83,7 @@ func (r *request) allArgs() []any {
 	}
 	args := append(make([]any, 0, 3+6*len(r.parts)), now, slack, mode)
 	for _, p := range r.parts {
-		args = appendParams(append(args, p.spec.Algorithm(), p.n), p.spec)
+		args = appendParams(append(args, p.spec.Algorithm(), p.n), p.spec, r.now)
 	}
 	return args
 }
@@ -105,7 +105,7 @@ func (c *call) args() []any {
 func (r *request) leaseArgs() []any {
 	now, slack := r.clock()
 	l := r.lease
-	args := appendParams(append(make([]any, 0, 12), now, slack), r.parts[0].spec)
+	args := appendParams(append(make([]any, 0, 12), now, slack), r.parts[0].spec, r.now)
 	return append(args, l.Want, l.Min, l.TTL, l.Back.Units, l.Back.Expires, l.Unused)
 }
 
@@ -118,14 +118,24 @@ func batchArgs(calls []*call) []any {
 	for _, c := range calls {
 		now, _ := c.req.clock()
 		p := c.req.parts[0]
-		args = append(appendParams(append(args, p.n, now), p.spec), int(c.req.mode))
+		args = append(appendParams(append(args, p.n, now), p.spec, c.req.now), int(c.req.mode))
 	}
 	return args
 }
 
 // appendParams appends the parameters of spec, one policy, to args, in
-// the order every script takes them.
-func appendParams(args []any, spec *driver.ValidSpec) []any {
+// the order every script takes them, for a request at now (or
+// serverClock). A calendar window's last is the bounds of its periods
+// around now, or the local clock (driver.CalendarBounds): the script
+// decides in the one that contains the time it decides at.
+func appendParams(args []any, spec *driver.ValidSpec, now int64) []any {
 	p := spec.Params()
+	if p.Rate == driver.AlignCalendar && spec.Algorithm() == driver.AlgorithmFixedWindow {
+		if now == serverClock {
+			now = time.Now().UnixMicro()
+		}
+		b, _ := driver.CalendarBounds(p.Cost, now)
+		return append(args, p.Capacity, p.Rate, p.Interval, b.String())
+	}
 	return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)
 }

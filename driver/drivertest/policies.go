@@ -3,6 +3,7 @@ package drivertest
 import (
 	"math/rand/v2"
 	"time"
+	_ "time/tzdata" // the calendar cases' zones, on a system without them
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/driver"
@@ -50,6 +51,11 @@ var policies = []policyCase{
 	// Windows aligned to the epoch: the clock's start lies 1s into one of
 	// 1.5s.
 	{"fwa5per1500ms", ratekeeper.FixedWindow{Limit: 5, Window: 1500 * time.Millisecond, Aligned: true}, 500 * time.Millisecond},
+	// Calendar periods: days in Berlin (23 and 25 hours across its offset
+	// changes), months on Lord Howe Island, whose offset moves by 30
+	// minutes.
+	{"fwcd5Berlin", ratekeeper.FixedWindow{Limit: 5, Calendar: ratekeeper.Day, Location: mustZone("Europe/Berlin")}, time.Hour},
+	{"fwcm5LordHowe", ratekeeper.FixedWindow{Limit: 5, Calendar: ratekeeper.Month, Location: mustZone("Australia/Lord_Howe")}, 24 * time.Hour},
 	{"swl5per1s", ratekeeper.SlidingWindowLog{Limit: 5, Window: time.Second}, 200 * time.Millisecond},
 	// Up to 300 entries of mixed costs, where a RetryAfter searches them.
 	{"swl300per1s", ratekeeper.SlidingWindowLog{Limit: 300, Window: time.Second}, 3 * time.Millisecond},
@@ -152,4 +158,14 @@ func (g *stepGen) cost() int64 {
 	default:
 		return g.maxCost
 	}
+}
+
+// mustZone loads a time zone, from the tzdata embedded in the binary
+// where the system has none.
+func mustZone(name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic(err)
+	}
+	return loc
 }

@@ -22,7 +22,7 @@ local slack, modes = ARGV[2] + 0, ARGV[3]
 local function decide(i, m)
   local at = 6 * i - 2
   return run(ARGV[at], m, KEYS[i], ARGV[at + 1] + 0, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5])
 end
 
 -- takes reports whether part i has a cost to take: a peek only decides.

@@ -171,6 +171,7 @@ local function lb_back(now, empty, spare, n, live, rate, unit)
 end
 
 function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local need = n
   if need == 0 then need = 1 end
   local empty, spare, live = lb_at(key, now, rate, unit)
@@ -188,6 +189,7 @@ function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, un
 end
 
 function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local limit = capacity / unit
   local empty, spare, live = lb_at(key, now, rate, unit)
   local wait = empty - now
@@ -207,6 +209,7 @@ end
 -- A refund drains up to n requests at once, never below what the live
 -- holds hold.
 function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local empty, spare, live = lb_at(key, now, rate, unit)
   if empty > now then
     empty, spare = lb_back(now, empty, spare, n, live, rate, unit)
@@ -223,6 +226,7 @@ end
 -- fits, at most half of it, and holds all of it but least, which its
 -- request spends at once, until now + ttl.
 function leases.leaky_bucket(key, now, slack, capacity, rate, _, unit, want, least, ttl, back_units, back_expires, unused)
+  unit = unit + 0
   local empty, spare, live = lb_at(key, now, rate, unit)
   local changed = false
   local rest, found = holds_without(live, back_expires, back_units)

@@ -19,7 +19,8 @@
 -- slack    milliseconds added to every expiry
 -- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
---          it needs
+--          it needs; cost comes as a string, for a calendar window's
+--          bounds ("b0:b1:b2:b3", see fixed_window.lua) to pass
 --
 -- and has two more, for costs known afterwards, in the tables charges and
 -- refunds under the same name, with the same arguments but take, and n >

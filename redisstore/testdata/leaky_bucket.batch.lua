@@ -19,7 +19,8 @@
 -- slack    milliseconds added to every expiry
 -- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
---          it needs
+--          it needs; cost comes as a string, for a calendar window's
+--          bounds ("b0:b1:b2:b3", see fixed_window.lua) to pass
 --
 -- and has two more, for costs known afterwards, in the tables charges and
 -- refunds under the same name, with the same arguments but take, and n >
@@ -370,6 +371,7 @@ local function lb_back(now, empty, spare, n, live, rate, unit)
 end
 
 function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local need = n
   if need == 0 then need = 1 end
   local empty, spare, live = lb_at(key, now, rate, unit)
@@ -387,6 +389,7 @@ function algorithms.leaky_bucket(key, take, n, now, slack, capacity, rate, _, un
 end
 
 function charges.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local limit = capacity / unit
   local empty, spare, live = lb_at(key, now, rate, unit)
   local wait = empty - now
@@ -406,6 +409,7 @@ end
 -- A refund drains up to n requests at once, never below what the live
 -- holds hold.
 function refunds.leaky_bucket(key, n, now, slack, capacity, rate, _, unit)
+  unit = unit + 0
   local empty, spare, live = lb_at(key, now, rate, unit)
   if empty > now then
     empty, spare = lb_back(now, empty, spare, n, live, rate, unit)
@@ -422,6 +426,7 @@ end
 -- fits, at most half of it, and holds all of it but least, which its
 -- request spends at once, until now + ttl.
 function leases.leaky_bucket(key, now, slack, capacity, rate, _, unit, want, least, ttl, back_units, back_expires, unused)
+  unit = unit + 0
   local empty, spare, live = lb_at(key, now, rate, unit)
   local changed = false
   local rest, found = holds_without(live, back_expires, back_units)
@@ -493,7 +498,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(run, name, ARGV[at + 6] + 0, KEYS[i], n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5])
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

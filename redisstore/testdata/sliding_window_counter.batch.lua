@@ -19,7 +19,8 @@
 -- slack    milliseconds added to every expiry
 -- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
---          it needs
+--          it needs; cost comes as a string, for a calendar window's
+--          bounds ("b0:b1:b2:b3", see fixed_window.lua) to pass
 --
 -- and has two more, for costs known afterwards, in the tables charges and
 -- refunds under the same name, with the same arguments but take, and n >
@@ -278,7 +279,7 @@ for i = 1, #KEYS do
     now = now + 0
   end
   local ok, a, r, t, z = pcall(run, name, ARGV[at + 6] + 0, KEYS[i], n, now, slack,
-    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5] + 0)
+    ARGV[at + 2] + 0, ARGV[at + 3] + 0, ARGV[at + 4] + 0, ARGV[at + 5])
   if ok then
     out[i] = {a, r, t, z}
   elseif type(a) == 'table' and a.err then

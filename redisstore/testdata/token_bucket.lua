@@ -19,7 +19,8 @@
 -- slack    milliseconds added to every expiry
 -- capacity, rate, interval, cost
 --          the parameters (driver.Params), each algorithm reading those
---          it needs
+--          it needs; cost comes as a string, for a calendar window's
+--          bounds ("b0:b1:b2:b3", see fixed_window.lua) to pass
 --
 -- and has two more, for costs known afterwards, in the tables charges and
 -- refunds under the same name, with the same arguments but take, and n >
@@ -369,12 +370,13 @@ end
 -- ARGV[1]   its cost n in whole requests
 -- ARGV[2]   now in microseconds, or "" to read the server's clock
 -- ARGV[3]   milliseconds added to every expiry
--- ARGV[4…7] capacity, rate, interval, cost
+-- ARGV[4…7] capacity, rate, interval, cost (a string the algorithm reads:
+--           a calendar window's bounds)
 -- ARGV[8]   the mode: 1 take, 2 charge, 3 refund (0 check)
 -- Returns its four integers.
 local name = next(algorithms)
 local now, err = clock(ARGV[2])
 if not now then return err end
 return {run(name, ARGV[8] + 0, KEYS[1], ARGV[1] + 0, now, ARGV[3] + 0,
-  ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0)}
+  ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[7])}
 
