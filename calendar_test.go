@@ -34,8 +34,8 @@ func TestCalendarWindows(t *testing.T) {
 		name     string
 		calendar ratekeeper.Calendar
 		loc      *time.Location
-		at       time.Time // a request in the window
-		end      time.Time // the window's end
+		at       time.Time     // a request in the window
+		end      time.Time     // the window's end
 		length   time.Duration // the window's
 	}{
 		{"February, 28 days", ratekeeper.Month, nil, time.Date(2027, 2, 15, 12, 0, 0, 0, time.UTC), time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC), 28 * 24 * time.Hour},
