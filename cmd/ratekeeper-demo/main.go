@@ -47,6 +47,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	_ "time/tzdata" // calendar windows' time zones, on a system without them
 
 	"github.com/redis/go-redis/v9"
 )

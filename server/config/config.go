@@ -225,6 +225,13 @@ type Limit struct {
 	// Burst is the capacity of an algorithm that Bursts: the burst given,
 	// or RequestsPerUnit. 0 for the others.
 	Burst int64
+	// Calendar, with calendar: true, is the calendar period of the unit
+	// (DAY, WEEK, MONTH or YEAR): the windows are calendar periods in
+	// Location (time_zone; nil is UTC), not envoy's fixed lengths. 0
+	// otherwise.
+	Calendar ratekeeper.Calendar
+	// Location is the time zone of calendar periods.
+	Location *time.Location
 	// Policy is the ratekeeper policy that decides this limit: envoy's
 	// plain rules become ratekeeper.FixedWindow{Limit: rpu, Window: unit,
 	// Aligned: true}; nil when RequestsPerUnit is 0 (envoy then denies

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -600,6 +601,61 @@ descriptors:
 		r := c.Lookup("d", []Entry{{key, "x"}})
 		if r == nil || r.Refunds != want {
 			t.Errorf("%s: rule %+v, want Refunds %t", key, r, want)
+		}
+	}
+}
+
+// TestCalendar: calendar: true makes a day, week, month or year a
+// calendar period, in time_zone (UTC by default); without it, a MONTH is
+// envoy's 30 days. Misuse gets its line and field.
+func TestCalendar(t *testing.T) {
+	c, errs := loadYAML(t, `domain: d
+descriptors:
+  - key: plan
+    rate_limit: {unit: month, requests_per_unit: 10000, calendar: true, time_zone: Europe/Berlin}
+  - key: daily
+    rate_limit: {unit: day, requests_per_unit: 100, calendar: true}
+  - key: envoy-month
+    rate_limit: {unit: month, requests_per_unit: 1000}
+  - key: multi
+    rate_limits:
+      - {unit: second, requests_per_unit: 10}
+      - {name: tokens, unit: year, requests_per_unit: 500000, calendar: true, time_zone: America/New_York}
+`)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	newYork, _ := time.LoadLocation("America/New_York")
+	for key, want := range map[string]ratekeeper.Policy{
+		"plan":        ratekeeper.FixedWindow{Limit: 10000, Calendar: ratekeeper.Month, Location: berlin},
+		"daily":       ratekeeper.FixedWindow{Limit: 100, Calendar: ratekeeper.Day},
+		"envoy-month": ratekeeper.FixedWindow{Limit: 1000, Window: 30 * 24 * time.Hour, Aligned: true},
+	} {
+		got := c.Lookup("d", []Entry{{Key: key}}).Policy().(ratekeeper.FixedWindow)
+		w := want.(ratekeeper.FixedWindow)
+		if got.Limit != w.Limit || got.Calendar != w.Calendar || got.Window != w.Window || got.Aligned != w.Aligned || got.Location.String() != w.Location.String() {
+			t.Errorf("%s: %+v; want %+v", key, got, w)
+		}
+	}
+	if got := c.Lookup("d", []Entry{{Key: "multi"}}).Limits[1]; got.Calendar != ratekeeper.Year || got.Location.String() != newYork.String() {
+		t.Errorf("multi's second limit: %+v", got)
+	}
+	for _, tc := range []struct{ name, rateLimit, want string }{
+		{"unknown zone", "{unit: day, requests_per_unit: 1, calendar: true, time_zone: Mars/Olympus}",
+			"4: descriptors[0].rate_limit.time_zone: unknown time zone 'Mars/Olympus'"},
+		{"zone without calendar", "{unit: day, requests_per_unit: 1, time_zone: UTC}",
+			"4: descriptors[0].rate_limit.time_zone: a time zone is for calendar periods"},
+		{"hours", "{unit: hour, requests_per_unit: 1, calendar: true}",
+			"4: descriptors[0].rate_limit.calendar: calendar periods are days, weeks, months and years: unit hour has none"},
+		{"a period", "{period: 24h, requests_per_unit: 1, calendar: true}",
+			"4: descriptors[0].rate_limit.calendar: a calendar window's period is its unit"},
+		{"another algorithm", "{unit: day, requests_per_unit: 1, algorithm: gcra, calendar: true}",
+			"4: descriptors[0].rate_limit.calendar: a calendar window is a fixed window: algorithm gcra takes no calendar"},
+	} {
+		_, errs := loadYAML(t, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: "+tc.rateLimit+"\n")
+		if !slices.ContainsFunc(errs, func(e string) bool { return strings.HasPrefix(e, tc.want) }) {
+			t.Errorf("%s: %v; want %q", tc.name, errs, tc.want)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (b *builder) single(m *yaml.Node, path string, r *Rule) bool {
 				}
 			}
 		}
-		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit", "refunds", "lease"} {
+		for _, k := range []string{"algorithm", "burst", "period", "count_over_limit", "refunds", "lease", "calendar", "time_zone"} {
 			if f := fs[k]; f != nil {
 				b.errorf(f.k, f.path, "an unlimited rule takes no %s", k)
 			}
@@ -263,6 +263,7 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 		}
 		l.Burst = burst
 	}
+	b.calendar(fs, &l)
 	if named {
 		if f := fs["name"]; f != nil {
 			if name, ok := b.str(f); ok && name != "" {
@@ -295,4 +296,45 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 		return l, false
 	}
 	return l, true
+}
+
+// calendarUnits are the units of a calendar window, by envoy's names.
+var calendarUnits = map[string]ratekeeper.Calendar{
+	"DAY": ratekeeper.Day, "WEEK": ratekeeper.Week, "MONTH": ratekeeper.Month, "YEAR": ratekeeper.Year,
+}
+
+// calendar reads a limit's calendar: true and time_zone into l, whose
+// unit, period and algorithm are read: calendar periods in the zone (UTC
+// by default) in place of envoy's fixed lengths (a MONTH of 30 days).
+func (b *builder) calendar(fs map[string]*field, l *Limit) {
+	calF, zoneF := fs["calendar"], fs["time_zone"]
+	if calF == nil || !b.boolean(calF) {
+		if zoneF != nil {
+			b.errorf(zoneF.k, zoneF.path, "a time zone is for calendar periods: set calendar: true with a unit of day, week, month or year")
+		}
+		return
+	}
+	period, ok := calendarUnits[l.Unit]
+	switch {
+	case fs["period"] != nil:
+		b.errorf(calF.k, calF.path, "a calendar window's period is its unit: give unit day, week, month or year, not a period")
+		return
+	case !ok && l.Unit != "":
+		b.errorf(calF.k, calF.path, "calendar periods are days, weeks, months and years: unit %s has none", strings.ToLower(l.Unit))
+		return
+	case l.Algorithm != "" && l.Algorithm != driver.AlgorithmFixedWindow:
+		b.errorf(calF.k, calF.path, "a calendar window is a fixed window: algorithm %s takes no calendar", l.Algorithm)
+		return
+	}
+	l.Calendar = period
+	if zoneF != nil {
+		if name, ok := b.str(zoneF); ok {
+			loc, err := time.LoadLocation(name)
+			if err != nil || name == "" || name == "Local" {
+				b.errorf(zoneF.v, zoneF.path, "unknown time zone '%s': an IANA name such as Europe/Berlin, America/New_York or UTC", name)
+				return
+			}
+			l.Location = loc
+		}
+	}
 }

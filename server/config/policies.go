@@ -41,6 +41,9 @@ func algorithm(l Limit) ratekeeper.Algorithm {
 // policy returns the ratekeeper policy that decides l.
 func policy(l Limit) ratekeeper.Policy {
 	n := int64(l.RequestsPerUnit)
+	if l.Calendar != 0 {
+		return ratekeeper.FixedWindow{Limit: n, Calendar: l.Calendar, Location: l.Location}
+	}
 	if l.Algorithm == "" {
 		return ratekeeper.FixedWindow{Limit: n, Window: l.Period, Aligned: true}
 	}
@@ -60,6 +63,12 @@ func policyField(l Limit, field string, fs map[string]*field) string {
 		case "Window":
 			role = ratekeeper.RolePeriod
 		}
+	}
+	switch field {
+	case "Calendar":
+		return "calendar"
+	case "Location":
+		return "time_zone"
 	}
 	switch role {
 	case ratekeeper.RoleRate:

@@ -24,9 +24,9 @@ var (
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"}
 	rateLimitKeys = []string{"requests_per_unit", "unit", "unlimited", "name", "replaces",
-		"algorithm", "burst", "period", "count_over_limit", "refunds", "lease"}
+		"algorithm", "burst", "period", "count_over_limit", "refunds", "lease", "calendar", "time_zone"}
 	leaseKeys    = []string{"ttl"}
-	limitKeys    = []string{"name", "requests_per_unit", "unit", "algorithm", "burst", "period", "count_over_limit", "refunds"}
+	limitKeys    = []string{"name", "requests_per_unit", "unit", "algorithm", "burst", "period", "count_over_limit", "refunds", "calendar", "time_zone"}
 	replacesKeys = []string{"name"}
 )
 
