@@ -317,6 +317,39 @@ func TestDemoPage(t *testing.T) {
 	page.checkErrors()
 }
 
+// TestDemoPageCalendar: the fixed window's calendar period and time zone,
+// set in the form, make the policy card say so; an unknown zone is
+// refused under its field; another algorithm hides them.
+func TestDemoPageCalendar(t *testing.T) {
+	requireBrowser(t)
+	base, _ := startDemo(t, os.Getenv(redistest.EnvAddr))
+	page := &page{t: t, ctx: newBrowser(t), shots: shotsDir(t)}
+	page.listen()
+	page.do("open the page", chromedp.Navigate(base+"/"))
+	page.waitJS("the first state", `document.body.dataset.ready === "true"`)
+	if hidden := page.eval(`String(document.getElementById("calendar-field").hidden)`); hidden != "true" {
+		t.Errorf("the token bucket shows the calendar field (hidden %s)", hidden)
+	}
+	page.do("the fixed window",
+		chromedp.SetValue(chromedp.CSS("#algorithm"), "fixed_window"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("algorithm").dispatchEvent(new Event("change"))`))
+	page.do("a month in Mars",
+		chromedp.SetValue(chromedp.CSS("#calendar"), "month"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("calendar").dispatchEvent(new Event("change"))`),
+		chromedp.SetValue(chromedp.CSS("#time_zone"), "Mars/Olympus"),
+		chromedp.Click(chromedp.CSS("#apply")))
+	page.waitJS("the zone's error", `document.getElementById("time_zone-error").textContent.includes("There is no time zone")`)
+	page.do("a month in Berlin",
+		chromedp.SetValue(chromedp.CSS("#time_zone"), "Europe/Berlin"),
+		chromedp.Click(chromedp.CSS("#apply")))
+	page.waitJS("the calendar policy", `document.getElementById("summary").textContent.includes("per calendar month in Europe/Berlin")`)
+	if disabled := page.eval(`String(document.getElementById("fw-window").disabled)`); disabled != "true" {
+		t.Errorf("the window's length stays editable beside a calendar period (disabled %s)", disabled)
+	}
+	page.submit("allowed")
+	page.checkErrors()
+}
+
 // TestDemoPageRedisDown kills the demo's Redis mid-session, then starts it
 // again, on a Redis of its own: the page names Redis as down, its live dot
 // shows it, the policy stays on screen, requests fail promptly, and all

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -24,6 +25,15 @@ type config struct {
 	// Leases: the limiter decides from leases of leaseTTL (see
 	// ratekeeper.WithLeases), where the algorithm takes them.
 	Leases bool
+	// Calendar, for the fixed window: "day", "week", "month" or "year"
+	// makes its windows calendar periods in Zone (an IANA name, "" for
+	// UTC) in place of its window; "" for none.
+	Calendar, Zone string
+}
+
+// calendars are the fixed window's calendar periods, by name.
+var calendars = map[string]ratekeeper.Calendar{
+	"day": ratekeeper.Day, "week": ratekeeper.Week, "month": ratekeeper.Month, "year": ratekeeper.Year,
 }
 
 // leaseTTL is the demo's lease time when leases are on.
@@ -68,7 +78,8 @@ func (c config) value(name string) float64 {
 
 // equal reports whether c and o are the same policy.
 func (c config) equal(o config) bool {
-	return c.Algorithm == o.Algorithm && slices.Equal(c.values, o.values) && c.Leases == o.Leases
+	return c.Algorithm == o.Algorithm && slices.Equal(c.values, o.values) && c.Leases == o.Leases &&
+		c.Calendar == o.Calendar && c.Zone == o.Zone
 }
 
 // String writes c as its JSON, for test failures and logs.
@@ -92,6 +103,9 @@ func (c config) MarshalJSON() ([]byte, error) {
 	if c.Leases {
 		out = append(out, `,"leases":true`...)
 	}
+	if c.Calendar != "" {
+		out = fmt.Appendf(out, `,"calendar":%q,"time_zone":%q`, c.Calendar, cmp.Or(c.Zone, "UTC"))
+	}
 	return append(out, '}'), nil
 }
 
@@ -103,7 +117,12 @@ func (c *config) UnmarshalJSON(b []byte) error {
 	}
 	name, _ := raw["algorithm"].(string)
 	leases, _ := raw["leases"].(bool)
-	*c = config{Algorithm: name, Leases: leases}
+	calendar, _ := raw["calendar"].(string)
+	zone, _ := raw["time_zone"].(string)
+	if zone == "UTC" {
+		zone = ""
+	}
+	*c = config{Algorithm: name, Leases: leases, Calendar: calendar, Zone: zone}
 	if a, ok := lookup(name); ok {
 		c.values = make([]float64, len(a.Fields))
 		for i, f := range a.Fields {
@@ -127,7 +146,7 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 	if !ok {
 		return config{}, invalid("algorithm", "There is no algorithm %q: choose one of %s.", alg, strings.Join(algorithmNames(), ", "))
 	}
-	c := config{Algorithm: cur.Algorithm, values: slices.Clone(cur.values), Leases: cur.Leases} // cur is shared
+	c := config{Algorithm: cur.Algorithm, values: slices.Clone(cur.values), Leases: cur.Leases, Calendar: cur.Calendar, Zone: cur.Zone} // cur is shared
 	if cur.Algorithm != alg || len(cur.values) != len(a.Fields) {
 		c = withAlgorithm(alg)
 	}
@@ -144,13 +163,16 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 			return config{}, invalid("leases", "Leases must be true or false.")
 		}
 	}
+	if err := c.setCalendar(fields); err != nil {
+		return config{}, err
+	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys) // report the same error for the same request
 	for _, k := range keys {
-		if k == "algorithm" || k == "leases" {
+		if k == "algorithm" || k == "leases" || k == "calendar" || k == "time_zone" {
 			continue
 		}
 		f, ok := a.field(k)
@@ -165,6 +187,40 @@ func parseConfig(fields map[string]string, cur config) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// setCalendar reads the fields calendar and time_zone into c: only the
+// fixed window has calendar periods, and another algorithm has none.
+func (c *config) setCalendar(fields map[string]string) error {
+	if c.Algorithm != driver.AlgorithmFixedWindow {
+		c.Calendar, c.Zone = "", ""
+	}
+	if raw, ok := fields["calendar"]; ok {
+		raw = strings.ToLower(strings.TrimSpace(raw))
+		if _, known := calendars[raw]; !known && raw != "" && raw != "none" {
+			return invalid("calendar", "The calendar period must be day, week, month or year, or none.")
+		}
+		if raw != "" && raw != "none" && c.Algorithm != driver.AlgorithmFixedWindow {
+			return invalid("calendar", "Only the fixed window has calendar periods.")
+		}
+		c.Calendar = strings.TrimSuffix(raw, "none")
+	}
+	if raw, ok := fields["time_zone"]; ok {
+		raw = strings.TrimSpace(raw)
+		if raw == "UTC" {
+			raw = ""
+		}
+		if raw != "" {
+			if _, err := time.LoadLocation(raw); err != nil || raw == "Local" {
+				return invalid("time_zone", "There is no time zone %q: give an IANA name such as Europe/Berlin, or UTC.", raw)
+			}
+		}
+		c.Zone = raw
+	}
+	if c.Calendar == "" {
+		c.Zone = ""
+	}
+	return nil
 }
 
 func algorithmNames() []string {
@@ -219,6 +275,14 @@ func (c config) policy() (ratekeeper.Policy, error) {
 	p, err := a.alg.Build(c.values)
 	if err != nil {
 		return nil, policyError(a, err)
+	}
+	if fw, ok := p.(ratekeeper.FixedWindow); ok && c.Calendar != "" {
+		loc, err := time.LoadLocation(cmp.Or(c.Zone, "UTC"))
+		if err != nil {
+			return nil, invalid("time_zone", "There is no time zone %q.", c.Zone)
+		}
+		fw.Window, fw.Calendar, fw.Location = 0, calendars[c.Calendar], loc
+		return fw, nil
 	}
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -53,5 +54,49 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	var back config
 	if err := back.UnmarshalJSON(b); err != nil || !back.equal(c) {
 		t.Errorf("UnmarshalJSON = %v, %v; want %v", back, err, c)
+	}
+}
+
+// TestCalendarConfig: the fixed window takes a calendar period and a time
+// zone, which make its policy's windows calendar periods; other
+// algorithms, unknown periods and zones are refused, each naming its
+// field.
+func TestCalendarConfig(t *testing.T) {
+	cur := defaultConfig()
+	c, err := parseConfig(map[string]string{"algorithm": "fixed_window", "limit": "10000", "calendar": "month", "time_zone": "Europe/Berlin"}, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.policy()
+	fw, ok := p.(ratekeeper.FixedWindow)
+	if err != nil || !ok || fw.Limit != 10000 || fw.Calendar != ratekeeper.Month || fw.Window != 0 || fw.Location.String() != "Europe/Berlin" {
+		t.Fatalf("%v: %#v, %v", c, p, err)
+	}
+	if _, err := newLimiter(memoryBackend(t).store, c); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := c.MarshalJSON()
+	var back config
+	if err := back.UnmarshalJSON(b); err != nil || !back.equal(c) {
+		t.Errorf("%s read back as %v, %v", b, back, err)
+	}
+	// Back to windows of a length: no zone.
+	plain, err := parseConfig(map[string]string{"calendar": "none"}, c)
+	if err != nil || plain.Calendar != "" || plain.Zone != "" {
+		t.Errorf("calendar none: %v, %v", plain, err)
+	}
+	for _, tc := range []struct {
+		fields map[string]string
+		field  string
+	}{
+		{map[string]string{"algorithm": "gcra", "calendar": "day"}, "calendar"},
+		{map[string]string{"algorithm": "fixed_window", "calendar": "fortnight"}, "calendar"},
+		{map[string]string{"algorithm": "fixed_window", "calendar": "day", "time_zone": "Mars/Olympus"}, "time_zone"},
+	} {
+		_, err := parseConfig(tc.fields, cur)
+		var ce *configError
+		if !errors.As(err, &ce) || ce.field != tc.field {
+			t.Errorf("%v: %v; want an error of field %s", tc.fields, err, tc.field)
+		}
 	}
 }

@@ -24,6 +24,7 @@ const ui = {
   jobForm: $('job-form'), jobCost: $('job-cost'), job: $('job'),
   scenarioResult: $('scenario-result'), reset: $('reset'), live: $('live'),
   leases: $('leases'), leasesHelp: $('leases-help'), calls: $('calls'),
+  calendarField: $('calendar-field'), calendar: $('calendar'), time_zone: $('time_zone'),
 };
 
 const LEASES_HELP = 'Decide the key in process from leases taken from the store, a call per lease instead of per request, within the same bound.';
@@ -415,6 +416,21 @@ function selectAlgorithm(algorithm) {
   ui.leases.disabled = !ALGORITHMS[algorithm].leases;
   if (ui.leases.disabled) ui.leases.checked = false;
   ui.leasesHelp.textContent = ui.leases.disabled ? 'This algorithm takes no leases.' : LEASES_HELP;
+  // Only the fixed window has calendar periods.
+  const fixed = algorithm === 'fixed_window';
+  ui.calendarField.hidden = !fixed;
+  ui.calendar.disabled = ui.time_zone.disabled = !fixed;
+  calendarChanged();
+}
+
+// calendarChanged disables the window's length while a calendar period
+// stands for it, and the zone while there is none.
+function calendarChanged() {
+  const on = !ui.calendar.disabled && ui.calendar.value !== 'none';
+  ui.time_zone.disabled = !on;
+  const fs = fieldset(ui.algorithm.value);
+  const window = fs && fs.querySelector('[name="window"]');
+  if (window) window.disabled = on;
 }
 
 // buildForm fills the algorithm select and one fieldset per algorithm
@@ -455,9 +471,13 @@ function showConfig(cfg, fillForm) {
   state.config = cfg;
   if (!changed) return;
   const alg = ALGORITHMS[cfg.algorithm];
-  const summary = alg.summary.replace(/\{(\w+)\}/g, (_, name) => cfg[name]);
+  const summary = cfg.calendar
+    ? `${cfg.limit} per calendar ${cfg.calendar} in ${cfg.time_zone}.`
+    : alg.summary.replace(/\{(\w+)\}/g, (_, name) => cfg[name]);
   ui.summary.textContent = `${alg.label}: ${summary}`;
-  const rows = [['algorithm', cfg.algorithm]].concat(alg.fields.map(({ name, unit }) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]),
+  const fields = alg.fields.filter(({ name }) => !(cfg.calendar && name === 'window'));
+  const rows = [['algorithm', cfg.algorithm]].concat(fields.map(({ name, unit }) => [name, `${cfg[name]}${unit ? ` ${unit}` : ''}`]),
+    cfg.calendar ? [['calendar', cfg.calendar], ['time_zone', cfg.time_zone]] : [],
     [['leases', cfg.leases ? '50 ms' : 'off']]);
   ui.current.replaceChildren(...rows.flatMap(([name, value]) => {
     const dt = document.createElement('dt');
@@ -470,8 +490,13 @@ function showConfig(cfg, fillForm) {
   if (first || fillForm) {
     selectAlgorithm(cfg.algorithm);
     ui.leases.checked = !!cfg.leases;
+    ui.calendar.value = cfg.calendar || 'none';
+    ui.time_zone.value = cfg.time_zone || 'UTC';
     const fs = fieldset(cfg.algorithm);
-    for (const { name } of alg.fields) fs.querySelector(`[name="${name}"]`).value = cfg[name];
+    for (const { name } of alg.fields) {
+      if (cfg[name] !== undefined) fs.querySelector(`[name="${name}"]`).value = cfg[name];
+    }
+    calendarChanged();
   }
 }
 
@@ -499,7 +524,7 @@ async function applyConfig(event) {
   if (!reply.success) {
     ui.configStatus.textContent = '';
     const msg = reply.error || `HTTP ${resp.status}`;
-    const input = !reply.field ? null : reply.field === 'algorithm' || reply.field === 'leases'
+    const input = !reply.field ? null : ['algorithm', 'leases', 'calendar', 'time_zone'].includes(reply.field)
       ? ui[reply.field]
       : fieldset(ui.algorithm.value).querySelector(`[name="${reply.field}"]`);
     const err = input && $(`${input.id}-error`);
@@ -768,6 +793,7 @@ function drawMarks(g, x, w, rows, bottom) {
 ui.submit.addEventListener('click', send);
 ui.reset.addEventListener('click', reset);
 ui.form.addEventListener('submit', applyConfig);
+ui.calendar.addEventListener('change', calendarChanged);
 ui.algorithm.addEventListener('change', () => {
   clearErrors();
   selectAlgorithm(ui.algorithm.value);
