@@ -23,6 +23,49 @@
 // redisstore writes the scripts Redis will receive to
 // redisstore/testdata, and the conformance suite (driver/drivertest)
 // takes a case for the new policy.
+//
+// # Expiry
+//
+// A fresh or expired key has the zero State. A store may forget a key
+// (reset it to the zero State) once the ResetAfter of the last Outcome
+// that changed it has passed: no decision made at that time or later
+// tells the two apart. A store whose keys expire on its own backend's
+// clock (Redis's PX, a database's TTL) sets each key's expiry to the
+// decision's ResetAfter from the time it decided at, plus a margin for
+// the distance between its clock and the callers' (redisstore adds a
+// millisecond when it reads the server's clock, for the rounding to
+// milliseconds, and a second when callers supply the time). A decision
+// that consumes nothing changes a state only to drop a sliding window
+// log's entries that have left, as the script does, and a store need not
+// write it back.
+//
+// # State
+//
+// A State holds a key's state in integers, V, and the model's other data
+// in More. What they hold, per algorithm (Params as each policy's Spec
+// method says), all times in microseconds since the Unix epoch:
+//
+//   - token_bucket: V[0] the tokens in millionths, below zero by a debt;
+//     V[1] the time of the last refill step.
+//   - gcra: V[0] the theoretical arrival time, at or before now for a key
+//     as good as fresh, beyond now + Burst·interval in debt.
+//   - leaky_bucket: V[0] the time the bucket is empty, rounded up; V[1]
+//     the ticks it was rounded up by, below Params.Rate.
+//   - fixed_window: V[0] the count, above Limit by a debt; V[1] the
+//     window's start, or a calendar window's end (Params.Rate
+//     AlignCalendar).
+//   - sliding_window_counter: V[0] the start of the current window, a
+//     multiple of Window; V[1] the previous window's count; V[2] the
+//     current window's.
+//   - sliding_window_log: V unused; More the log of admitted requests
+//     (time and cost), oldest first, each counted until its time plus
+//     Window.
+//
+// The algorithms that take leases (see Leaser) keep the leases a key
+// holds in More: units held until an expiry, counted as taken until
+// then, which the refill never fills. redisstore writes a state as its
+// integers joined by ':' ("<tokens>:<last>"), followed by one
+// "|<expires>:<units>" per lease, in order of expiry.
 package driver
 
 import (
@@ -186,10 +229,10 @@ func Register(name string, a Algorithm) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if a.Check == nil || a.Step == nil || a.Short == "" || name == "" || name == AlgorithmAll {
-		panic("driver: Register of an incomplete algorithm " + name)
+		panic("ratekeeper: driver.Register of an incomplete algorithm " + name)
 	}
 	if _, dup := registry[name]; dup {
-		panic("driver: Register called twice for " + name)
+		panic("ratekeeper: driver.Register called twice for " + name)
 	}
 	registry[name] = &a
 }
@@ -229,9 +272,9 @@ type SpecError struct {
 
 func (e *SpecError) Error() string {
 	if e.Field == "" {
-		return fmt.Sprintf("driver: invalid %s spec: %s", e.Algorithm, e.Reason)
+		return fmt.Sprintf("ratekeeper: invalid %s spec: %s", e.Algorithm, e.Reason)
 	}
-	return fmt.Sprintf("driver: invalid %s spec: %s %s", e.Algorithm, e.Field, e.Reason)
+	return fmt.Sprintf("ratekeeper: invalid %s spec: %s %s", e.Algorithm, e.Field, e.Reason)
 }
 
 // Unwrap makes a SpecError match ErrInvalidSpec.

@@ -88,7 +88,7 @@ func CheckSlot(key string, spec SlotSpec, holder string) error {
 		return err
 	}
 	if holder == "" || len(holder) > MaxHolderLen {
-		return fmt.Errorf("driver: a slot's holder of %d bytes, want 1 to %d", len(holder), MaxHolderLen)
+		return fmt.Errorf("ratekeeper: a slot's holder of %d bytes, want 1 to %d", len(holder), MaxHolderLen)
 	}
 	return nil
 }

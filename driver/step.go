@@ -49,13 +49,8 @@ type Outcome struct {
 // included, on the states of its Policies(), and returns the Decision a
 // Store reports. Both assume a Valid spec and 0 <= n <= MaxCost() (see
 // CheckRequest); the Lua scripts of redisstore are tested to return
-// identical Outcomes.
-//
-// A fresh or expired key has the zero State. A key may be forgotten
-// (reset to the zero State) once the Outcome's ResetAfter has passed,
-// without changing any later decision made at that time or after it. A
-// decision that consumes nothing changes a state only to drop a sliding
-// window log's entries that have left, as the script does.
+// identical Outcomes. When a key may be forgotten is the package's
+// "Expiry" rule.
 
 // Step runs the model of v, a spec other than an All, on st: it decides a
 // request of cost n (0 peeks: it answers for a cost of 1) at time now, in

@@ -260,9 +260,9 @@ func CheckRequests(reqs []Request) error {
 		var err error
 		switch m := r.Act(); {
 		case m > Refund:
-			err = fmt.Errorf("driver: invalid %s", m)
+			err = fmt.Errorf("ratekeeper: invalid %s", m)
 		case r.ChargeOver && m != Take:
-			err = fmt.Errorf("driver: ChargeOver with %s: it applies to Take", m)
+			err = fmt.Errorf("ratekeeper: ChargeOver with %s: it applies to Take", m)
 		case m == Take:
 			err = CheckRequest(r.Key, r.Spec, r.N)
 		default:

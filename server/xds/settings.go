@@ -62,13 +62,13 @@ func ParseHeaders(s string) (map[string]string, error) {
 // and onError, if not nil, told once per change of the files.
 func TLSFiles(certFile, keyFile, caFile, san string, onError func(error)) (func() (*tls.Config, error), error) {
 	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("xds TLS: give the client certificate and its key, or neither")
+		return nil, errors.New("xds: TLS: give the client certificate and its key, or neither")
 	}
 	var pair *certs.Pair
 	if certFile != "" {
 		var err error
 		if pair, err = certs.LoadPair(certFile, keyFile, onError); err != nil {
-			return nil, fmt.Errorf("xds TLS: client %w", err)
+			return nil, fmt.Errorf("xds: TLS: client %w", err)
 		}
 	}
 	load := func() (*tls.Config, error) {
@@ -79,14 +79,14 @@ func TLSFiles(certFile, keyFile, caFile, san string, onError func(error)) (func(
 		if caFile != "" {
 			pem, err := os.ReadFile(caFile)
 			if err != nil {
-				return nil, fmt.Errorf("xds TLS: server CA: %w", err)
+				return nil, fmt.Errorf("xds: TLS: server CA: %w", err)
 			}
 			pool, err := x509.SystemCertPool()
 			if err != nil {
 				pool = x509.NewCertPool()
 			}
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("xds TLS: server CA %s holds no PEM certificate", caFile)
+				return nil, fmt.Errorf("xds: TLS: server CA %s holds no PEM certificate", caFile)
 			}
 			cfg.RootCAs = pool
 		}
