@@ -4,9 +4,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// MaxNameLen is the longest policy name, in bytes.
-const MaxNameLen = driver.MaxNameLen
-
 // All combines policies into one, which admits a request only when every
 // one of them does: 10 per second and 1,000 per day, say. Each decision is
 // atomic over all of them (one script call in Redis): an allowed request

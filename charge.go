@@ -2,15 +2,9 @@ package ratekeeper
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/ratekeeper/ratekeeper/driver"
 )
-
-// ErrNoCharges: the Limiter's Store is not a driver.Charger, so it
-// cannot take costs known afterwards. It wraps errors.ErrUnsupported.
-var ErrNoCharges = fmt.Errorf("ratekeeper: the store takes no charges or refunds: %w", errors.ErrUnsupported)
 
 // Charge takes a cost n for key that is known only after the request ran:
 // the tokens a response used, the bytes a download sent. It always takes

@@ -32,27 +32,6 @@ type Concurrency struct {
 	Name string
 }
 
-// Bounds of a Concurrency.
-const (
-	// MaxSlots is the largest Concurrency.Limit.
-	MaxSlots = driver.MaxSlots
-	// MinSlotTTL and MaxSlotTTL bound Concurrency.TTL.
-	MinSlotTTL = driver.MinSlotTTL
-	MaxSlotTTL = driver.MaxSlotTTL
-	// DefaultConcurrencyTTL is the TTL of a Concurrency that gives none.
-	DefaultConcurrencyTTL = 30 * time.Second
-)
-
-// Errors of a Semaphore. Test for them with errors.Is.
-var (
-	// ErrNoSlots: TryAcquire found every slot of the key held, or
-	// holders of this Semaphore already waiting for one.
-	ErrNoSlots = errors.New("ratekeeper: every in-flight slot is held")
-	// ErrNoSlotStore: the Store is not a driver.Slots, so it holds no
-	// in-flight slots. It wraps errors.ErrUnsupported.
-	ErrNoSlotStore = fmt.Errorf("ratekeeper: the store holds no in-flight slots: %w", errors.ErrUnsupported)
-)
-
 // slotPoll is the longest a waiter at the head of its key's queue waits
 // before asking the store again: slots released by other processes are
 // not announced, so it polls.

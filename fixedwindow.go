@@ -55,16 +55,7 @@ const (
 )
 
 func init() {
-	register(driver.AlgorithmFixedWindow, Algorithm{
-		Label:     "Fixed window",
-		Doc:       "Limit requests per window, counted from the first request. Up to twice the limit can pass across a window boundary.",
-		Remaining: "left in this window",
-		Summary:   "{limit} per {window} s window.",
-		Params:    []Param{limitParam(MaxLimit), windowParam},
-		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
-			return FixedWindow{Limit: n, Window: period}
-		},
-	}, FixedWindow{}, driver.Algorithm{Check: checkFixedWindow, Step: stepFixedWindow, Lease: leaseFixedWindow, Short: "fw", Variant: fixedWindowVariant})
+	driver.Register(driver.AlgorithmFixedWindow, driver.Algorithm{Check: checkFixedWindow, Step: stepFixedWindow, Lease: leaseFixedWindow, Short: "fw", Variant: fixedWindowVariant})
 }
 
 // Spec validates the policy and returns its integer form: Params holds

@@ -24,21 +24,7 @@ type GCRA struct {
 }
 
 func init() {
-	register(driver.AlgorithmGCRA, Algorithm{
-		Label:     "GCRA",
-		Doc:       "A bucket that refills continuously, one request every period / rate: no refill steps, one integer of state.",
-		Remaining: "requests left",
-		Summary:   "{rate} per {period} s, bursts of up to {burst}.",
-		Recovers:  "refill",
-		Params: []Param{
-			wholeParam("rate", "Rate", "requests per period", MaxLimit, 1, RoleRate),
-			secondsParam("period", "Period", 1, RolePeriod),
-			wholeParam("burst", "Burst", "requests at once", MaxLimit, 10, RoleBurst),
-		},
-		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
-			return GCRA{Rate: n, Period: period, Burst: burst}
-		},
-	}, GCRA{}, driver.Algorithm{Check: checkGCRA, Step: stepGCRA, Lease: leaseGCRA, Short: "gcra"})
+	driver.Register(driver.AlgorithmGCRA, driver.Algorithm{Check: checkGCRA, Step: stepGCRA, Lease: leaseGCRA, Short: "gcra"})
 }
 
 // Spec validates the policy and returns its integer form: Params holds

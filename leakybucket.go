@@ -8,9 +8,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// MaxLeakyCapacity is the largest Capacity of a LeakyBucket.
-const MaxLeakyCapacity = 1_000_000
-
 // LeakyBucket is the leaky bucket as a meter (policing): each request pours
 // its cost into a bucket of Capacity that drains continuously at LeakRate
 // per second, and a request that would overflow it is rejected at once,
@@ -36,20 +33,7 @@ type LeakyBucket struct {
 // integer and no fraction is ever lost. Capacity is Limit·Cost ticks.
 
 func init() {
-	register(driver.AlgorithmLeakyBucket, Algorithm{
-		Label:     "Leaky bucket",
-		Doc:       "Each request pours one into a bucket of capacity that drains leak rate per second; a request that would overflow it is rejected.",
-		Remaining: "free in the bucket",
-		Summary:   "Holds {capacity}, drains {leak_rate} per second.",
-		Recovers:  "drain",
-		Params: []Param{
-			wholeParam("capacity", "Capacity", "requests", MaxLeakyCapacity, 10, RoleBurst),
-			decimalParam("leak_rate", "LeakRate", "requests per second", "per second", 1, RoleRate),
-		},
-		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
-			return LeakyBucket{Capacity: burst, LeakRate: float64(n) / period.Seconds()}
-		},
-	}, LeakyBucket{}, driver.Algorithm{Check: checkLeakyBucket, Step: stepLeakyBucket, Lease: leaseLeakyBucket, Short: "lb"})
+	driver.Register(driver.AlgorithmLeakyBucket, driver.Algorithm{Check: checkLeakyBucket, Step: stepLeakyBucket, Lease: leaseLeakyBucket, Short: "lb"})
 }
 
 // Bounds of the leaky bucket's parameters: a full bucket is at most

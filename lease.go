@@ -25,20 +25,6 @@ type Leases struct {
 	MaxKeys int
 }
 
-// Bounds and defaults of leases.
-const (
-	// MaxLeaseTTL is the longest Leases.TTL.
-	MaxLeaseTTL = driver.MaxLeaseTTL
-	// DefaultLeaseKeys is the default Leases.MaxKeys.
-	DefaultLeaseKeys = 10_000
-	// LeaseSpend is the part of a lease's TTL, in percent, for which its
-	// holder spends it. The rest is the margin by which the holder stops
-	// before the store stops counting the lease: for the request's
-	// time on the way, and for a holder's clock that runs up to that
-	// much faster than the store's.
-	LeaseSpend = 80
-)
-
 // WithLeases makes the Limiter take leases of a key's allowance from its
 // store, and decide the key's later requests in process from them until
 // the lease is spent or its TTL ends, so that a hot key costs its store a
@@ -71,10 +57,6 @@ const (
 func WithLeases(leases Leases) Option {
 	return func(l *Limiter) { l.leaseOptions = &leases }
 }
-
-// ErrNoLeases: a Limiter was asked to take leases from a Store that is
-// not a driver.Leaser. It wraps errors.ErrUnsupported.
-var ErrNoLeases = fmt.Errorf("ratekeeper: the store takes no leases: %w", errors.ErrUnsupported)
 
 // newLeaser checks the options of WithLeases for spec on store.
 func newLeaser(store Store, spec *driver.ValidSpec, o Leases) (*leaser, error) {

@@ -19,13 +19,42 @@ type Policy interface {
 	Spec() (driver.Spec, error)
 }
 
-// Bounds that keep every intermediate value of every model exact in a
-// double (below 2^53), whatever the sequence of requests.
+// Bounds and defaults of policies, keys, leases and in-flight slots. The
+// bounds of policies keep every intermediate value of every model exact
+// in a double (below 2^53), whatever the sequence of requests.
 const (
 	// MaxLimit is the largest Capacity or Limit a policy may have.
 	MaxLimit = driver.MaxLimit
 	// MaxPeriod is the longest time a policy may take to refill from empty.
 	MaxPeriod = driver.MaxPeriod
+	// MaxLeakyCapacity is the largest Capacity of a LeakyBucket.
+	MaxLeakyCapacity = 1_000_000
+	// MaxLogLimit is the largest Limit of a SlidingWindowLog, whose
+	// memory grows with the number of requests in its window.
+	MaxLogLimit = 10_000
+	// MaxKeyLen is the longest key, in bytes, that a Limiter accepts.
+	MaxKeyLen = driver.MaxKeyLen
+	// MaxNameLen is the longest policy name, in bytes.
+	MaxNameLen = driver.MaxNameLen
+
+	// MaxLeaseTTL is the longest Leases.TTL.
+	MaxLeaseTTL = driver.MaxLeaseTTL
+	// DefaultLeaseKeys is the default Leases.MaxKeys.
+	DefaultLeaseKeys = 10_000
+	// LeaseSpend is the part of a lease's TTL, in percent, for which its
+	// holder spends it. The rest is the margin by which the holder stops
+	// before the store stops counting the lease: for the request's
+	// time on the way, and for a holder's clock that runs up to that
+	// much faster than the store's.
+	LeaseSpend = 80
+
+	// MaxSlots is the largest Concurrency.Limit.
+	MaxSlots = driver.MaxSlots
+	// MinSlotTTL and MaxSlotTTL bound Concurrency.TTL.
+	MinSlotTTL = driver.MinSlotTTL
+	MaxSlotTTL = driver.MaxSlotTTL
+	// DefaultConcurrencyTTL is the TTL of a Concurrency that gives none.
+	DefaultConcurrencyTTL = 30 * time.Second
 )
 
 // A PolicyError is a policy New refused: which policy, which of its

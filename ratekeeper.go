@@ -34,12 +34,10 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// MaxKeyLen is the longest key, in bytes, that a Limiter accepts.
-const MaxKeyLen = driver.MaxKeyLen
-
-// Errors returned for input that can never succeed. Test for them with
-// errors.Is; the returned errors carry the details. Stores return the
-// same, from the checks of package driver.
+// Errors. Test for them with errors.Is; the returned errors carry the
+// details. Those of input that can never succeed (ErrInvalidPolicy to
+// ErrInvalidTime) are also the stores', from the checks of package
+// driver.
 var (
 	// ErrInvalidPolicy: a policy's parameters are out of range. The
 	// error is a *PolicyError, which names the field.
@@ -56,6 +54,28 @@ var (
 	// reads a time outside the range stores decide at, 1970 to 2200.
 	// Nothing is decided, nor taken.
 	ErrInvalidTime = driver.ErrInvalidTime
+
+	// ErrNoCharges: the Limiter's Store is not a driver.Charger, so it
+	// cannot take costs known afterwards. It wraps errors.ErrUnsupported.
+	ErrNoCharges = fmt.Errorf("ratekeeper: the store takes no charges or refunds: %w", errors.ErrUnsupported)
+	// ErrNoLeases: a Limiter was asked to take leases from a Store that
+	// is not a driver.Leaser. It wraps errors.ErrUnsupported.
+	ErrNoLeases = fmt.Errorf("ratekeeper: the store takes no leases: %w", errors.ErrUnsupported)
+
+	// ErrSettled: Settle or Cancel on a Reservation that was already
+	// settled or cancelled. Nothing is taken or given back again.
+	ErrSettled = errors.New("ratekeeper: reservation already settled")
+	// ErrNotReserved: Settle or Cancel on a Reservation whose estimate was
+	// denied, which holds nothing to settle. Nothing is taken or given
+	// back.
+	ErrNotReserved = errors.New("ratekeeper: the reservation was denied: nothing to settle")
+
+	// ErrNoSlots: TryAcquire found every slot of the key held, or
+	// holders of a Semaphore already waiting for one.
+	ErrNoSlots = errors.New("ratekeeper: every in-flight slot is held")
+	// ErrNoSlotStore: the Store is not a driver.Slots, so it holds no
+	// in-flight slots. It wraps errors.ErrUnsupported.
+	ErrNoSlotStore = fmt.Errorf("ratekeeper: the store holds no in-flight slots: %w", errors.ErrUnsupported)
 )
 
 // Result is the outcome of one decision.

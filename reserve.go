@@ -2,23 +2,10 @@ package ratekeeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/ratekeeper/ratekeeper/driver"
-)
-
-// Errors of a Reservation's Settle and Cancel. Test for them with
-// errors.Is.
-var (
-	// ErrSettled: Settle or Cancel on a Reservation that was already
-	// settled or cancelled. Nothing is taken or given back again.
-	ErrSettled = errors.New("ratekeeper: reservation already settled")
-	// ErrNotReserved: Settle or Cancel on a Reservation whose estimate was
-	// denied, which holds nothing to settle. Nothing is taken or given
-	// back.
-	ErrNotReserved = errors.New("ratekeeper: the reservation was denied: nothing to settle")
 )
 
 // A Reservation is an estimate taken in advance for a request whose real

@@ -29,16 +29,7 @@ func (p SlidingWindowCounter) Spec() (driver.Spec, error) {
 }
 
 func init() {
-	register(driver.AlgorithmSlidingWindowCounter, Algorithm{
-		Label:     "Sliding window counter",
-		Doc:       "About limit requests in any rolling window, weighing the previous window\u2019s count: the memory of a fixed window, without its boundary bursts.",
-		Remaining: "left (estimated)",
-		Summary:   "About {limit} in any {window} s.",
-		Params:    []Param{limitParam(MaxLimit), windowParam},
-		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
-			return SlidingWindowCounter{Limit: n, Window: period}
-		},
-	}, SlidingWindowCounter{}, driver.Algorithm{Check: checkWindow, Step: stepSlidingWindowCounter, Short: "swc"})
+	driver.Register(driver.AlgorithmSlidingWindowCounter, driver.Algorithm{Check: checkWindow, Step: stepSlidingWindowCounter, Short: "swc"})
 }
 
 // stepSlidingWindowCounter is the model that redisstore's

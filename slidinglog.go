@@ -7,10 +7,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
-// MaxLogLimit is the largest Limit of a SlidingWindowLog, whose memory
-// grows with the number of requests in its window.
-const MaxLogLimit = 10_000
-
 // SlidingWindowLog allows Limit requests in any rolling Window, exactly:
 // it records every admitted request with its time and cost (in Redis, a
 // sorted set) and sums the costs of those younger than Window. It never
@@ -34,16 +30,7 @@ func (p SlidingWindowLog) Spec() (driver.Spec, error) {
 }
 
 func init() {
-	register(driver.AlgorithmSlidingWindowLog, Algorithm{
-		Label:     "Sliding window log",
-		Doc:       "Exactly limit requests in any rolling window: remembers the time of every request.",
-		Remaining: "left in the window",
-		Summary:   "{limit} in any {window} s.",
-		Params:    []Param{limitParam(MaxLogLimit), windowParam},
-		PerPeriod: func(n int64, period time.Duration, _ int64) Policy {
-			return SlidingWindowLog{Limit: n, Window: period}
-		},
-	}, SlidingWindowLog{}, driver.Algorithm{Check: checkSlidingWindowLog, Step: stepSlidingWindowLog, Short: "swl"})
+	driver.Register(driver.AlgorithmSlidingWindowLog, driver.Algorithm{Check: checkSlidingWindowLog, Step: stepSlidingWindowLog, Short: "swl"})
 }
 
 // checkSlidingWindowLog checks a sliding window log's Spec, whose limit is

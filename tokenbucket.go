@@ -27,21 +27,7 @@ type TokenBucket struct {
 }
 
 func init() {
-	register(driver.AlgorithmTokenBucket, Algorithm{
-		Label:     "Token bucket",
-		Doc:       "A bucket that holds up to Capacity tokens and gains Refill rate tokens every Refill interval: bursts of up to Capacity, then the refill rate.",
-		Remaining: "tokens left",
-		Summary:   "Bursts of up to {capacity}, then {refill_rate} every {refill_interval} s.",
-		Recovers:  "fill",
-		Params: []Param{
-			wholeParam("capacity", "Capacity", "tokens", MaxLimit, 10, RoleBurst),
-			decimalParam("refill_rate", "RefillRate", "tokens per interval", "per interval", 1, RoleRate),
-			secondsParam("refill_interval", "RefillInterval", 1, RolePeriod),
-		},
-		PerPeriod: func(n int64, period time.Duration, burst int64) Policy {
-			return TokenBucket{Capacity: burst, RefillRate: float64(n), RefillInterval: period}
-		},
-	}, TokenBucket{}, driver.Algorithm{Check: checkTokenBucket, Step: stepTokenBucket, Lease: leaseTokenBucket, Short: "tb"})
+	driver.Register(driver.AlgorithmTokenBucket, driver.Algorithm{Check: checkTokenBucket, Step: stepTokenBucket, Lease: leaseTokenBucket, Short: "tb"})
 }
 
 // Spec validates the bucket and returns its integer form: Params holds

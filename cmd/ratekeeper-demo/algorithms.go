@@ -4,20 +4,21 @@ import (
 	"errors"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // fieldKind is how a field is written and checked.
-type fieldKind = ratekeeper.ParamKind
+type fieldKind = catalog.ParamKind
 
 const (
-	kindWhole   = ratekeeper.ParamWhole   // a whole number from Min to Max
-	kindDecimal = ratekeeper.ParamDecimal // a number above 0, at most Max
-	kindSeconds = ratekeeper.ParamSeconds // seconds above 0, fractions allowed, at most Max
+	kindWhole   = catalog.ParamWhole   // a whole number from Min to Max
+	kindDecimal = catalog.ParamDecimal // a number above 0, at most Max
+	kindSeconds = catalog.ParamSeconds // seconds above 0, fractions allowed, at most Max
 )
 
 // field is one setting of an algorithm, as the page shows it and the
-// server checks it: a ratekeeper.Param.
+// server checks it: a catalog.Param.
 type field struct {
 	Name    string    `json:"name"`  // in JSON and forms
 	Label   string    `json:"label"` // in the form and in messages
@@ -28,11 +29,11 @@ type field struct {
 	Max     float64   `json:"max"`
 	Default float64   `json:"default"`
 
-	index int              // its place in a config's values
-	param ratekeeper.Param // what it is to the library
+	index int           // its place in a config's values
+	param catalog.Param // what it is to the library
 }
 
-// algorithm is one algorithm the demo offers: a ratekeeper.Algorithm.
+// algorithm is one algorithm the demo offers: a catalog.Algorithm.
 type algorithm struct {
 	Name  string `json:"name"`
 	Label string `json:"label"`
@@ -46,17 +47,17 @@ type algorithm struct {
 	// Leases: its limiter may take leases (the page's toggle).
 	Leases bool `json:"leases"`
 
-	alg      ratekeeper.Algorithm
+	alg      catalog.Algorithm
 	noLeases string // why not, when it takes none
 }
 
 // algorithms is every algorithm the demo offers, in the page's order:
 // ratekeeper's, the one table that the parser, the messages, the policies
 // and the page read.
-var algorithms = offered(ratekeeper.Algorithms())
+var algorithms = offered(catalog.All())
 
 // offered makes the demo's table of the library's algorithms.
-func offered(algs []ratekeeper.Algorithm) []algorithm {
+func offered(algs []catalog.Algorithm) []algorithm {
 	out := make([]algorithm, len(algs))
 	for i, a := range algs {
 		out[i] = algorithm{Name: a.Name, Label: a.Label, Short: a.Short, Level: a.Remaining, Help: a.Doc,
@@ -75,7 +76,7 @@ func offered(algs []ratekeeper.Algorithm) []algorithm {
 // takesLeases reports whether a's policies take leases, and why not when
 // they do not: New's refusal, tried on its defaults over a store that
 // takes them.
-func takesLeases(a ratekeeper.Algorithm, defaults []float64) (bool, string) {
+func takesLeases(a catalog.Algorithm, defaults []float64) (bool, string) {
 	p, err := a.Build(defaults)
 	if err != nil {
 		return false, err.Error()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 )
 
 // configError is an invalid configuration: what is wrong, in words for
@@ -87,12 +88,12 @@ func policyError(a *algorithm, err error) *configError {
 	case ratekeeper.BoundRate:
 		return &configError{f.Name, f.Label + " must be at most one request per microsecond of the period."}
 	case ratekeeper.BoundPeriod:
-		if f.param.Role == ratekeeper.RoleBurst {
+		if f.param.Role == catalog.RoleBurst {
 			return &configError{f.Name, fmt.Sprintf("%s is too large for this rate: a burst must %s within 10 years.", f.Label, a.alg.Recovers)}
 		}
 		msg := fmt.Sprintf("The bucket would take more than 10 years to %s: raise the %s", a.alg.Recovers, strings.ToLower(f.Label))
 		for _, p := range a.Fields {
-			if p.param.Role == ratekeeper.RolePeriod {
+			if p.param.Role == catalog.RolePeriod {
 				msg += " or shorten the " + strings.ToLower(p.Label)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
@@ -161,16 +162,16 @@ func TestEveryAlgorithm(t *testing.T) {
 // 3 requests at once and then one an hour: a burst of 3 and a rate of 1
 // per period of an hour, or a limit of 3 per hour.
 func drainBody(a algorithm, asJSON bool) string {
-	perSecond := !slices.ContainsFunc(a.Fields, func(f field) bool { return f.param.Role == ratekeeper.RolePeriod })
+	perSecond := !slices.ContainsFunc(a.Fields, func(f field) bool { return f.param.Role == catalog.RolePeriod })
 	var parts []string
 	for _, f := range a.Fields {
 		v := 0.0
 		switch f.param.Role {
-		case ratekeeper.RoleBurst:
+		case catalog.RoleBurst:
 			v = 3
-		case ratekeeper.RolePeriod:
+		case catalog.RolePeriod:
 			v = 3600
-		case ratekeeper.RoleRate:
+		case catalog.RoleRate:
 			switch {
 			case !a.alg.Bursts():
 				v = 3
@@ -562,7 +563,7 @@ func TestAlgorithmsEndpoint(t *testing.T) {
 	}
 	got := decode[[]algorithm](t, w)
 	want := map[string][]string{} // the library's
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		for _, p := range a.Params {
 			want[a.Name] = append(want[a.Name], p.Name)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 )
 
 // TestEveryAlgorithm checks that a rate_limit may choose each of
@@ -15,7 +15,7 @@ import (
 // and takes a burst exactly when the algorithm does, its
 // requests_per_unit when none is given.
 func TestEveryAlgorithm(t *testing.T) {
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		for _, burst := range []int64{0, 20} {
 			yaml := fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: %s", a.Name)
 			if burst != 0 {

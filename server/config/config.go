@@ -18,7 +18,7 @@
 // (ratekeeper.FixedWindow with Aligned set). The extensions, all optional,
 // go in a rate_limit:
 //
-//   - algorithm: the name of one of ratekeeper.Algorithms, whose policy is
+//   - algorithm: the name of one of catalog.All(), whose policy is
 //     its PerPeriod of requests_per_unit per unit (or per period): such as
 //     token_bucket (refills requests_per_unit tokens at every whole unit),
 //     gcra (spreads them evenly over the unit), leaky_bucket (drains them
@@ -219,7 +219,7 @@ type Limit struct {
 	// Period is the length of the window: the unit's (a MONTH is 30 days
 	// and a YEAR 365, as envoy has them), or the period's.
 	Period time.Duration
-	// Algorithm is the name of one of ratekeeper.Algorithms, such as
+	// Algorithm is the name of one of catalog.All(), such as
 	// "gcra"; "" means envoy's fixed window aligned to the unit.
 	Algorithm string
 	// Burst is the capacity of an algorithm that Bursts: the burst given,

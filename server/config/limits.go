@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"go.yaml.in/yaml/v3"
 )
@@ -246,13 +247,13 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 	l.RequestsPerUnit = uint32(rpu)
 	if f := fs["algorithm"]; f != nil {
 		if a, ok := b.str(f); ok {
-			if _, known := ratekeeper.LookupAlgorithm(a); !known {
+			if _, known := catalog.Lookup(a); !known {
 				b.errorf(f.v, f.path, "unknown algorithm '%s': one of %s", a, algorithmNames(false))
 			}
 			l.Algorithm = a
 		}
 	}
-	alg, known := ratekeeper.LookupAlgorithm(l.Algorithm)
+	alg, known := catalog.Lookup(l.Algorithm)
 	if f := fs["burst"]; f != nil {
 		burst, ok := b.integer(f, 1, ratekeeper.MaxLimit)
 		// An unknown algorithm has its error already: whether it bursts

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
@@ -33,8 +34,8 @@ func errField(err error) string {
 
 // algorithm returns the ratekeeper algorithm of l, which Load checked:
 // for envoy's rules, a fixed window (aligned to the unit).
-func algorithm(l Limit) ratekeeper.Algorithm {
-	a, _ := ratekeeper.LookupAlgorithm(cmp.Or(l.Algorithm, driver.AlgorithmFixedWindow))
+func algorithm(l Limit) catalog.Algorithm {
+	a, _ := catalog.Lookup(cmp.Or(l.Algorithm, driver.AlgorithmFixedWindow))
 	return a
 }
 
@@ -53,15 +54,15 @@ func policy(l Limit) ratekeeper.Policy {
 // policyField returns the YAML key that a field of l's policy, or of its
 // driver.Spec, comes from.
 func policyField(l Limit, field string, fs map[string]*field) string {
-	role := ratekeeper.RoleNone
+	role := catalog.RoleNone
 	if p, ok := algorithm(l).FieldParam(field); ok {
 		role = p.Role
 	} else {
 		switch field { // a driver.Spec's
 		case "Limit":
-			role = ratekeeper.RoleRate
+			role = catalog.RoleRate
 		case "Window":
-			role = ratekeeper.RolePeriod
+			role = catalog.RolePeriod
 		}
 	}
 	switch field {
@@ -71,14 +72,14 @@ func policyField(l Limit, field string, fs map[string]*field) string {
 		return "time_zone"
 	}
 	switch role {
-	case ratekeeper.RoleRate:
+	case catalog.RoleRate:
 		return "requests_per_unit"
-	case ratekeeper.RolePeriod:
+	case catalog.RolePeriod:
 		if fs["period"] != nil {
 			return "period"
 		}
 		return "unit"
-	case ratekeeper.RoleBurst:
+	case catalog.RoleBurst:
 		if fs["burst"] != nil {
 			return "burst"
 		}
@@ -91,7 +92,7 @@ func policyField(l Limit, field string, fs map[string]*field) string {
 // bursts, those of the algorithms that take a burst.
 func algorithmNames(bursts bool) string {
 	var names []string
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		if !bursts || a.Bursts() {
 			names = append(names, a.Name)
 		}

@@ -1,4 +1,4 @@
-package ratekeeper_test
+package catalog_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/catalog"
 	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
@@ -17,7 +18,7 @@ import (
 // driver is described, sorted by name, and that each description is whole.
 func TestAlgorithmsListEveryAlgorithm(t *testing.T) {
 	var names []string
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		names = append(names, a.Name)
 		if a.Policy == "" || a.Short == "" || a.Label == "" || a.Doc == "" || a.Remaining == "" || a.Summary == "" {
 			t.Errorf("%s: incomplete: %+v", a.Name, a)
@@ -29,26 +30,26 @@ func TestAlgorithmsListEveryAlgorithm(t *testing.T) {
 			if !strings.Contains(a.Summary, "{"+p.Name+"}") {
 				t.Errorf("%s: its summary %q leaves out %s", a.Name, a.Summary, p.Name)
 			}
-			if p.Label == "" || p.Doc == "" || p.Default < p.Min || p.Kind != ratekeeper.ParamWhole && p.Default == p.Min || p.Default > p.Max {
+			if p.Label == "" || p.Doc == "" || p.Default < p.Min || p.Kind != catalog.ParamWhole && p.Default == p.Min || p.Default > p.Max {
 				t.Errorf("%s.%s: %+v", a.Name, p.Name, p)
 			}
 		}
-		if got, ok := ratekeeper.LookupAlgorithm(a.Name); !ok || got.Name != a.Name {
-			t.Errorf("LookupAlgorithm(%q) = %v, %v", a.Name, got.Name, ok)
+		if got, ok := catalog.Lookup(a.Name); !ok || got.Name != a.Name {
+			t.Errorf("Lookup(%q) = %v, %v", a.Name, got.Name, ok)
 		}
 	}
 	if want := driver.Algorithms(); !slices.Equal(names, want) {
-		t.Errorf("Algorithms() = %v; want the driver's %v", names, want)
+		t.Errorf("All() = %v; want the driver's %v", names, want)
 	}
-	if _, ok := ratekeeper.LookupAlgorithm("nope"); ok {
-		t.Error("LookupAlgorithm found an unknown algorithm")
+	if _, ok := catalog.Lookup("nope"); ok {
+		t.Error("Lookup found an unknown algorithm")
 	}
 }
 
 // TestAlgorithmDefaults checks that every algorithm's defaults make a
 // valid policy.
 func TestAlgorithmDefaults(t *testing.T) {
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		values := make([]float64, len(a.Params))
 		for i, p := range a.Params {
 			values[i] = p.Default
@@ -68,15 +69,15 @@ func TestAlgorithmDefaults(t *testing.T) {
 // the burst.
 func TestAlgorithmPerPeriod(t *testing.T) {
 	const n, burst = 7, 12
-	for _, a := range ratekeeper.Algorithms() {
+	for _, a := range catalog.All() {
 		values := make([]float64, len(a.Params))
 		for i, p := range a.Params {
 			switch p.Role {
-			case ratekeeper.RoleRate:
+			case catalog.RoleRate:
 				values[i] = n
-			case ratekeeper.RolePeriod:
+			case catalog.RolePeriod:
 				values[i] = 1
-			case ratekeeper.RoleBurst:
+			case catalog.RoleBurst:
 				values[i] = burst
 			}
 		}
@@ -91,7 +92,7 @@ func TestAlgorithmPerPeriod(t *testing.T) {
 // nanosecond, whole numbers only where whole, and the error of a time too
 // long for a Duration.
 func TestAlgorithmBuild(t *testing.T) {
-	gcra, _ := ratekeeper.LookupAlgorithm(driver.AlgorithmGCRA)
+	gcra, _ := catalog.Lookup(driver.AlgorithmGCRA)
 	for s, want := range map[float64]time.Duration{
 		1:        time.Second,
 		0.1:      100 * time.Millisecond,
@@ -116,8 +117,8 @@ func TestAlgorithmBuild(t *testing.T) {
 // A configuration that names an algorithm, and n requests per period,
 // makes its policy from the registry; the error of a policy out of
 // bounds says which bound, and its value.
-func ExampleLookupAlgorithm() {
-	a, ok := ratekeeper.LookupAlgorithm("gcra")
+func ExampleLookup() {
+	a, ok := catalog.Lookup("gcra")
 	if !ok {
 		return
 	}
