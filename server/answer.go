@@ -68,34 +68,26 @@ func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.
 
 // rateLimitHeaders are the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) of a response: the policy of
-// every limited descriptor, and the state of the binding one, the first
-// over its limit, else the one with the least remaining. Each is named by
-// its limit's name, else by its rule's (ds[i]'s). A policy's q is its
-// capacity, as httplimit writes it: a bucket's burst, not its rate, with
-// w the time to fill it.
+// every limited descriptor, and the state of the binding one (see
+// bindingStatus). Each is named by its limit's name, else by its rule's
+// (ds[i]'s). A policy's q is its capacity, as httplimit writes it: a
+// bucket's burst, not its rate, with w the time to fill it.
 func rateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, ds []descriptor) []*corev3.HeaderValue {
+	counts := func(i int) bool {
+		l := statuses[i].GetCurrentLimit()
+		return l != nil && limitPeriod(l) > 0
+	}
 	var policies []string
-	var binding *rlsv3.RateLimitResponse_DescriptorStatus
-	var bindingName ratelimitfield.Name
 	for i, st := range statuses {
-		l := st.GetCurrentLimit()
-		if l == nil || limitPeriod(l) <= 0 {
-			continue
-		}
-		f := ds[i].rule.fieldsOf(l)
-		policies = append(policies, f.policy)
-		over := st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT
-		switch {
-		case binding == nil:
-			binding, bindingName = st, f.name
-		case binding.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
-		case over || st.GetLimitRemaining() < binding.GetLimitRemaining():
-			binding, bindingName = st, f.name
+		if counts(i) {
+			policies = append(policies, ds[i].rule.fieldsOf(st.GetCurrentLimit()).policy)
 		}
 	}
-	if binding == nil {
+	b := bindingStatus(statuses, counts)
+	if b < 0 {
 		return nil
 	}
+	binding, bindingName := statuses[b], ds[b].rule.fieldsOf(statuses[b].GetCurrentLimit()).name
 	state := ratelimitfield.Limit(bindingName,
 		float64(binding.GetLimitRemaining()), binding.GetDurationUntilReset().AsDuration())
 	return []*corev3.HeaderValue{

@@ -18,27 +18,36 @@ type LimitHeaders struct {
 	Reset     string // LIMIT_RESET_HEADER, RateLimit-Reset
 }
 
-// fields are envoy's fields for a response: of the last descriptor
-// over its limit, else of the first with the least remaining; none
-// without a limited descriptor.
-func (h *LimitHeaders) fields(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	var binding *rlsv3.RateLimitResponse_DescriptorStatus
-	for _, st := range statuses {
-		if st.GetCurrentLimit() == nil {
+// bindingStatus returns the index of the status that a response's limit
+// headers report, among those that counts: the last one over its limit,
+// else the first with the least remaining, as envoyproxy/ratelimit picks;
+// -1 when none counts. Both kinds of headers report the same one.
+func bindingStatus(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, counts func(i int) bool) int {
+	b := -1
+	for i, st := range statuses {
+		if !counts(i) {
 			continue
 		}
 		switch {
 		case st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
-			binding = st
-		case binding == nil:
-			binding = st
-		case binding.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT && st.GetLimitRemaining() < binding.GetLimitRemaining():
-			binding = st
+			b = i
+		case b < 0:
+			b = i
+		case statuses[b].GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT && st.GetLimitRemaining() < statuses[b].GetLimitRemaining():
+			b = i
 		}
 	}
-	if binding == nil {
+	return b
+}
+
+// fields are envoy's fields for a response: of its binding status (see
+// bindingStatus); none without a limited descriptor.
+func (h *LimitHeaders) fields(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	b := bindingStatus(statuses, func(i int) bool { return statuses[i].GetCurrentLimit() != nil })
+	if b < 0 {
 		return nil
 	}
+	binding := statuses[b]
 	reset := ratelimitfield.Seconds(binding.GetDurationUntilReset().AsDuration())
 	return []*corev3.HeaderValue{
 		{Key: h.Limit, Value: strconv.FormatUint(uint64(binding.GetCurrentLimit().GetRequestsPerUnit()), 10)},

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield/fieldtest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -35,5 +36,35 @@ func TestLimitHeaders(t *testing.T) {
 	}
 	if resp := ask(t, svc, 0, desc("nothing", "x")); len(resp.ResponseHeadersToAdd) != 0 {
 		t.Errorf("fields without a limit: %v", resp.ResponseHeadersToAdd)
+	}
+}
+
+// TestOneBindingStatus: with two descriptors over their limits, envoy's
+// limit headers and the RateLimit field report the same one, the last,
+// as envoyproxy/ratelimit does.
+func TestOneBindingStatus(t *testing.T) {
+	const cfg = `
+domain: test
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1, name: first}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 3, name: last}
+`
+	names := &LimitHeaders{Limit: "X-RateLimit-Limit", Remaining: "X-RateLimit-Remaining", Reset: "X-RateLimit-Reset"}
+	svc := newService(t, memstore.New(), cfg, Options{ResponseHeaders: true, LimitHeaders: names})
+	a, b := unique(t), unique(t)
+	ask(t, svc, 1, desc("a", a), desc("b", b)) // a: 0 left; b: 2 left
+	resp := ask(t, svc, 3, desc("a", a), desc("b", b))
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	if got["X-RateLimit-Limit"] != "3" {
+		t.Errorf("envoy's headers report limit %q; want the last descriptor over its limit, b's 3", got["X-RateLimit-Limit"])
+	}
+	state, err := fieldtest.ParseList(got["RateLimit"])
+	if err != nil || len(state) != 1 || decodeName(t, state[0]) != "last" {
+		t.Errorf("RateLimit %q; want b's, named last", got["RateLimit"])
 	}
 }
