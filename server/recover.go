@@ -7,22 +7,20 @@ import (
 	"net/http"
 	"runtime/debug"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
-	// The proto codec, which requestCodec wraps, registers itself here.
+	// The proto codec, which codec wraps, registers itself here.
 	_ "google.golang.org/grpc/encoding/proto"
 )
 
 // GRPCOptions are the server options the service's gRPC API needs:
-//   - a request that cannot be decoded (such as a string of invalid
-//     UTF-8) is answered INVALID_ARGUMENT, the client's fault, where gRPC
-//     alone answers INTERNAL;
+//   - a codec that leaves ShouldRateLimit's request to the method to
+//     decode, so that one that does not decode (such as a string of
+//     invalid UTF-8) is answered INVALID_ARGUMENT, the client's fault,
+//     where gRPC alone answers INTERNAL;
 //   - a panic in a handler is recovered, logged with its stack, counted in
 //     ratekeeper_server_panics_total, and answered INTERNAL, rather than
 //     ending the process.
@@ -30,7 +28,7 @@ import (
 // Pass them to grpc.NewServer before RegisterGRPC. log and m may be nil.
 func GRPCOptions(log *slog.Logger, m *Metrics) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(requestCodec{encoding.GetCodecV2("proto")}),
+		grpc.ForceServerCodecV2(codec{encoding.GetCodecV2("proto")}),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -78,48 +76,4 @@ func recovered(ctx context.Context, log *slog.Logger, m *Metrics, where string, 
 	log.LogAttrs(ctx, slog.LevelError, "panic in a handler, answered as an internal error",
 		slog.String("handler", where), slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
 	m.panicked()
-}
-
-// requestCodec is gRPC's proto codec, except for a RateLimitRequest that
-// does not decode: gRPC answers a codec's error INTERNAL, so the codec
-// leaves the request empty but for the error, in an unknown field of its
-// own, for ShouldRateLimit, which answers INVALID_ARGUMENT. Kept in the
-// message, the error needs no table that a call which never reaches the
-// handler would leave behind.
-type requestCodec struct{ encoding.CodecV2 }
-
-// undecodableField is the field number of that error: the largest a
-// field may have, which RateLimitRequest will never use.
-const undecodableField = protowire.MaxValidNumber
-
-func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := c.CodecV2.Unmarshal(data, v)
-	if req, ok := v.(*rlsv3.RateLimitRequest); ok && err != nil {
-		req.Reset()
-		mark := protowire.AppendTag(nil, undecodableField, protowire.BytesType)
-		req.ProtoReflect().SetUnknown(protowire.AppendString(mark, err.Error()))
-		return nil
-	}
-	return err
-}
-
-// decodeError returns the error of a request that did not decode, or nil.
-func decodeError(req *rlsv3.RateLimitRequest) error {
-	b := req.ProtoReflect().GetUnknown()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil
-		}
-		b = b[n:]
-		if num == undecodableField && typ == protowire.BytesType {
-			msg, _ := protowire.ConsumeString(b)
-			return fmt.Errorf("%w: the request does not decode: %s", errInvalidRequest, msg)
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return nil
-		}
-		b = b[n:]
-	}
-	return nil
 }
