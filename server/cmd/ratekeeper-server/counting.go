@@ -2,46 +2,9 @@ package main
 
 import (
 	"flag"
-	"fmt"
-	"time"
 
 	"github.com/ratekeeper/ratekeeper/server"
 )
-
-// refundsVariable turns refunds on for every rule, as -refunds does: the
-// setting where only the environment is set, as under Envoy Gateway.
-const refundsVariable = "RATEKEEPER_REFUNDS"
-
-// refundsFromEnv reads refundsVariable: true or false, nothing else;
-// absent, false.
-func refundsFromEnv(lookup func(string) (string, bool)) (bool, error) {
-	v, ok := lookup(refundsVariable)
-	switch {
-	case !ok || v == "false":
-		return false, nil
-	case v == "true":
-		return true, nil
-	}
-	return false, fmt.Errorf("%s=%q: want true or false", refundsVariable, v)
-}
-
-// leasesVariable sets leases for every rule, as -leases does: the setting
-// where only the environment is set, as under Envoy Gateway.
-const leasesVariable = "RATEKEEPER_LEASES"
-
-// leasesFromEnv reads leasesVariable: a TTL of 1ms to
-// ratekeeper.MaxLeaseTTL, or 0 (off); absent, 0.
-func leasesFromEnv(lookup func(string) (string, bool)) (time.Duration, error) {
-	v, ok := lookup(leasesVariable)
-	if !ok || v == "" || v == "0" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s=%q: want a duration such as 50ms, or 0 for none", leasesVariable, v)
-	}
-	return d, nil
-}
 
 // countingFlags registers the flags that say how hits count.
 func (s *settings) countingFlags(fs *flag.FlagSet) {

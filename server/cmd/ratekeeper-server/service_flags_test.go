@@ -81,7 +81,7 @@ func TestMemstoreMaxKeys(t *testing.T) {
 func TestLeasesSettings(t *testing.T) {
 	env := func(v string) func(string) (string, bool) {
 		return func(k string) (string, bool) {
-			if k == leasesVariable && v != "" {
+			if k == "RATEKEEPER_LEASES" && v != "" {
 				return v, true
 			}
 			return "", false

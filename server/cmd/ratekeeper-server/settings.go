@@ -148,12 +148,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	}
 	s := fromEnv(e)
 	s.envoyEnv = len(args) == 0
-	if s.refunds, err = refundsFromEnv(lookup); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	if s.leases, err = leasesFromEnv(lookup); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
+	s.refunds, s.leases = e.Refunds, e.Leases
 	fs := flag.NewFlagSet("ratekeeper-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.config, "config", s.config, "the configuration: a YAML `file`, or a directory of them (envoyproxy/ratelimit's format); default from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -19,8 +18,9 @@ import (
 // tracingSettings are envoyproxy/ratelimit's tracing variables, with its
 // defaults.
 type tracingSettings struct {
-	enabled bool // TRACING_ENABLED
-	config  tracing.Config
+	enabled  bool // TRACING_ENABLED
+	config   tracing.Config
+	endpoint string // OTEL_EXPORTER_OTLP_ENDPOINT, which the SDK reads itself
 }
 
 // tracingFromEnv is envoy's TRACING_ENABLED, TRACING_EXPORTER_PROTOCOL,
@@ -34,7 +34,7 @@ func tracingFromEnv(e *envsettings.Settings) tracingSettings {
 		ServiceNamespace:  e.TracingServiceNamespace,
 		ServiceInstanceID: e.TracingServiceInstanceID,
 		SamplingRate:      e.TracingSamplingRate,
-	}}
+	}, endpoint: e.TracingEndpoint}
 }
 
 func init() { hooks = append(hooks, tracingHook) }
@@ -74,7 +74,7 @@ func startTracing(ctx context.Context, s tracingSettings, logger *slog.Logger) (
 		pace.Log(logger, slog.LevelWarn, time.Now(), "tracing: spans not exported", "err", err)
 	}))
 	logger.Info("tracing: exporting spans over OTLP", "protocol", s.config.Protocol, "sampling_rate", s.config.SamplingRate,
-		"endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+		"endpoint", s.endpoint)
 	return tracer{t}, nil
 }
 

@@ -106,6 +106,14 @@ type Settings struct {
 	TracingServiceInstanceID string  // TRACING_SERVICE_INSTANCE_ID
 	TracingExporterProtocol  string  // TRACING_EXPORTER_PROTOCOL: http or grpc
 	TracingSamplingRate      float64 // TRACING_SAMPLING_RATE
+	// TracingEndpoint is the SDK's OTEL_EXPORTER_OTLP_ENDPOINT, which the
+	// SDK reads itself: here for the log that says where spans go.
+	TracingEndpoint string
+
+	// ratekeeper's own, where only the environment is set, as under
+	// Envoy Gateway.
+	Refunds bool          // RATEKEEPER_REFUNDS: true or false, as -refunds
+	Leases  time.Duration // RATEKEEPER_LEASES: a TTL, or 0 for none, as -leases
 
 	// Set holds the names of the variables that were present in the
 	// environment, honoured or not.
@@ -129,7 +137,7 @@ type Ignored struct {
 func Load(lookup func(string) (string, bool)) (*Settings, error) {
 	s := &Settings{Set: map[string]bool{}}
 	var errs []error
-	for _, v := range honoured(s) {
+	for _, v := range append(honoured(s), own(s)...) {
 		raw, ok := lookup(v.name)
 		if ok {
 			s.Set[v.name] = true
@@ -212,6 +220,34 @@ func boolean(p *bool) func(string) error {
 		}
 		*p = b
 		return nil
+	}
+}
+
+// ttl reads a TTL such as 50ms, or 0 or nothing for none.
+func ttl(p *time.Duration) func(string) error {
+	return func(v string) error {
+		if v = strings.TrimSpace(v); v == "" || v == "0" {
+			*p = 0
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return errors.New("want a duration such as 50ms, or 0 for none")
+		}
+		*p = d
+		return nil
+	}
+}
+
+// strict reads true or false, and nothing else.
+func strict(p *bool) func(string) error {
+	return func(v string) error {
+		switch v {
+		case "true", "false":
+			*p = v == "true"
+			return nil
+		}
+		return errors.New("want true or false")
 	}
 }
 

@@ -133,3 +133,14 @@ var ignored = map[string]string{
 	// GRPC_CLIENT_TLS_CACERT, there as here.
 	"GRPC_SERVER_TLS_CA_CERT": "not read by envoyproxy/ratelimit either: client certificates are required only with GRPC_CLIENT_TLS_CACERT",
 }
+
+// own lists the variables of ratekeeper-server's own that fill s, for
+// where only the environment is set, as under Envoy Gateway, and the
+// OpenTelemetry SDK's endpoint, which the log names.
+func own(s *Settings) []variable {
+	return []variable{
+		{"RATEKEEPER_REFUNDS", "false", strict(&s.Refunds)},
+		{"RATEKEEPER_LEASES", "0", ttl(&s.Leases)},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "", str(&s.TracingEndpoint)},
+	}
+}
