@@ -115,6 +115,11 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 		ds[idx[j]].asked = reqs[j]
 	}
+	if len(idx) > 1 && !lookOnly {
+		if ok, err := s.decideLeased(ctx, ds, idx, reqs); ok || err != nil {
+			return err
+		}
+	}
 	if len(idx) == 1 {
 		if d, r := &ds[idx[0]], reqs[0]; d.rule.lim != nil && r.Mode == driver.Take && !r.ChargeOver && r.N > 0 {
 			// Alone in its request, a take of a rule with leases is
@@ -147,6 +152,103 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 	}
 	return nil
+}
+
+// decideLeased decides a group of plain takes of which some are of rules
+// with leases: those first, each from its rule's lease in process, then
+// the others in the store at once, all or nothing across both. A take
+// from a lease is a reservation (ratekeeper.Limiter.Reserve): when
+// another descriptor denies the request, it is cancelled, given back to
+// the store, so that the denied request takes nothing. Once one denies,
+// the rest are only looked at. ok is false for a group it leaves to the
+// store: none of its rules has leases, or one of its requests is not a
+// plain take.
+func (s *Service) decideLeased(ctx context.Context, ds []descriptor, idx []int, reqs []driver.Request) (ok bool, err error) {
+	var leased, rest []int // positions in idx and reqs
+	for j, i := range idx {
+		if r := reqs[j]; r.Act() != driver.Take || r.ChargeOver || r.N == 0 {
+			return false, nil
+		}
+		if ds[i].rule.lim != nil {
+			leased = append(leased, j)
+		} else {
+			rest = append(rest, j)
+		}
+	}
+	if _, charger := s.store.(driver.Charger); len(leased) == 0 || !charger {
+		return false, nil // a take given back is a refund
+	}
+	type take struct {
+		d *descriptor
+		r *ratekeeper.Reservation
+	}
+	var taken []take
+	// giveBack cancels the takes, whatever ctx says: a denied request
+	// takes nothing.
+	giveBack := func() error {
+		var errs []error
+		for _, t := range taken {
+			errs = append(errs, t.r.Cancel(context.WithoutCancel(ctx)))
+			t.d.res.Remaining += float64(t.r.Estimate())
+		}
+		taken = nil
+		return errors.Join(errs...)
+	}
+	denied := false
+	for _, j := range leased {
+		d, r := &ds[idx[j]], reqs[j]
+		if denied {
+			d.asked.N = 0
+			res, err := d.rule.lim.Peek(ctx, r.Key)
+			if err != nil {
+				return true, errors.Join(err, giveBack())
+			}
+			d.res, d.decided = res, true
+			s.judgePeek(d)
+			continue
+		}
+		rv, err := d.rule.lim.Reserve(ctx, r.Key, r.N)
+		if err != nil {
+			return true, errors.Join(err, giveBack())
+		}
+		d.res, d.decided = rv.Result(), true
+		if rv.Result().Allowed {
+			taken = append(taken, take{d, rv})
+			continue
+		}
+		denied = true
+		if err := giveBack(); err != nil {
+			return true, err
+		}
+	}
+	if len(rest) == 0 {
+		return true, nil
+	}
+	sub := make([]driver.Request, len(rest))
+	for k, j := range rest {
+		sub[k] = reqs[j]
+		if denied {
+			sub[k].N = 0
+			ds[idx[j]].asked.N = 0
+		}
+	}
+	decs, err := s.store.DecideAll(ctx, sub)
+	if err == nil && len(decs) != len(sub) {
+		err = fmt.Errorf("server: the store decided %d of %d requests", len(decs), len(sub))
+	}
+	if err != nil {
+		return true, errors.Join(err, giveBack())
+	}
+	for k, j := range rest {
+		if err := s.record(&ds[idx[j]], decs[k]); err != nil {
+			return true, errors.Join(err, giveBack())
+		}
+		denied = denied || !decs[k].Allowed
+	}
+	if denied {
+		return true, giveBack()
+	}
+	return true, nil
 }
 
 // record keeps the store's Decision for d, as the descriptor's Result.

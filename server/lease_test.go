@@ -17,8 +17,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/leasetest"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/server/config"
 )
@@ -188,4 +190,62 @@ descriptors:
 			b.ReportMetric(float64(counter.Sent()-before)/float64(b.N), "commands/decision")
 		})
 	}
+}
+
+// TestLeasesWithOtherDescriptors: a request whose hot descriptor takes
+// from its rule's lease and whose other descriptor is decided in the
+// store is all or nothing: once the other denies, the lease's take is
+// given back, so the hot key keeps what the denied requests asked for;
+// and the hot descriptor still costs the store a call per lease, not per
+// request, while the other allows.
+func TestLeasesWithOtherDescriptors(t *testing.T) {
+	const cfg = `domain: test
+descriptors:
+  - key: api
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: token_bucket, lease: {ttl: 1s}}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	counting := &leaseCounter{Store: store}
+	svc := newService(t, counting, cfg, Options{})
+	user := unique(t)
+	for i := range 8 {
+		resp := ask(t, svc, 1, desc("api", "all"), desc("user", user))
+		want := rlsv3.RateLimitResponse_OK
+		if i >= 5 {
+			want = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if resp.OverallCode != want || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("request %d: %v; want %v, the hot descriptor OK", i, resp, want)
+		}
+	}
+	// 5 admitted, 3 denied by user: the hot key took 5, whatever its
+	// lease held. A request through a rule of the same policy without
+	// leases, once the lease is given back, takes the sixth.
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	plain := newService(t, store, strings.ReplaceAll(cfg, ", lease: {ttl: 1s}", ""), Options{})
+	resp := ask(t, plain, 1, desc("api", "all"))
+	if got := resp.Statuses[0].LimitRemaining; got != 994 {
+		t.Errorf("the hot key has %d left after 5 admitted, 3 denied and 1 more; want 994", got)
+	}
+	if n := counting.leases.Load(); n == 0 || n >= 8 {
+		t.Errorf("%d lease steps for 8 requests of the hot descriptor; want fewer, and some", n)
+	}
+}
+
+// leaseCounter counts a store's lease steps that take a lease.
+type leaseCounter struct {
+	*memstore.Store
+	leases atomic.Int64
+}
+
+func (s *leaseCounter) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
+	if req.Want > 0 {
+		s.leases.Add(1)
+	}
+	return s.Store.Lease(ctx, key, spec, req)
 }

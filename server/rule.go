@@ -45,8 +45,8 @@ type rule struct {
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
 	metrics *ruleMetrics
-	// lim decides the rule's descriptor from leases when it is alone in
-	// its request and takes its hits; nil for a rule without leases.
+	// lim decides the rule's descriptor's takes from leases; nil for a
+	// rule without leases.
 	lim *ratekeeper.Limiter
 }
 

@@ -68,9 +68,9 @@ type Options struct {
 	StoreTimeout time.Duration
 	// Leases, when above 0, has every rule whose algorithm takes leases
 	// and that sets none of its own (config.Rule.Lease) decide its
-	// descriptor from leases of this TTL when the descriptor is alone in
-	// its request (see ratekeeper.WithLeases). The store must take leases
-	// (a driver.Leaser).
+	// descriptor's takes from leases of this TTL (see
+	// ratekeeper.WithLeases), all or nothing with the other descriptors
+	// of a request. The store must take leases (a driver.Leaser).
 	Leases time.Duration
 }
 

@@ -175,9 +175,9 @@ type Rule struct {
 	// back.
 	Refunds bool
 	// Lease (lease: {ttl: 50ms}) has the service decide the rule's
-	// descriptor, when it is alone in its request, in process from
-	// leases of this TTL (see ratekeeper.WithLeases); 0 for none. Only a
-	// rate_limit whose algorithm takes leases has one.
+	// descriptor's takes in process from leases of this TTL (see
+	// ratekeeper.WithLeases); 0 for none. Only a rate_limit whose
+	// algorithm takes leases has one.
 	Lease time.Duration
 	// DetailedMetric is the descriptor's detailed_metric. It asks envoy for
 	// per-value statistics; ratekeeper's metrics never carry request

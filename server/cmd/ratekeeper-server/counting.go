@@ -13,7 +13,7 @@ func (s *settings) countingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.countOverLimit, "count-over-limit", false,
 		"every rule counts its hits over its limit, as a rule's count_over_limit does: charged into debt, for costs known after the response")
 	fs.DurationVar(&s.leases, "leases", s.leases,
-		"leases of this TTL (such as 50ms; 0 for none) for every rule whose algorithm takes them and that sets no lease of its own: a descriptor alone in its request is then decided in process from a lease of its key, past one Redis core, within the rule's bound (RATEKEEPER_LEASES)")
+		"leases of this TTL (such as 50ms; 0 for none) for every rule whose algorithm takes them and that sets no lease of its own: a descriptor's takes are then decided in process from a lease of its key, past one Redis core, within the rule's bound (RATEKEEPER_LEASES)")
 	fs.BoolVar(&s.refunds, "refunds", s.refunds,
 		"every rule takes refunds (is_negative_hits, /v1/decide's mode refund), as a rule's refunds: true does; off, they are ignored on gRPC and /json and refused on /v1/decide. Only for callers trusted to give back what they took (RATEKEEPER_REFUNDS)")
 }
