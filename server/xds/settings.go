@@ -2,10 +2,8 @@ package xds
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper/server/internal/certs"
@@ -52,48 +50,21 @@ func ParseHeaders(s string) (map[string]string, error) {
 // settings: a client certificate and its key (both, or neither, for a
 // server that asks for none), a CA that signs the server's certificate,
 // added to the system's (none: the system's only), and san, the name the
-// server's certificate must hold (none: the host of Options.Server).
-// The files are read now, so that a mistake (a certificate expired or
-// not yet valid among them) fails at start. The CA is read again for
-// each connection, and the client certificate at each handshake when its
-// files changed (see certs.LoadPair), so that certificates rotated in
-// place are used without a restart; a client certificate that does not
-// load, or is outside its validity, is refused, the previous one kept,
-// and onError, if not nil, told once per change of the files.
+// server's certificate must hold (none: the host of Options.Server). It
+// is the service's one TLS client configuration (see certs.ClientConfig):
+// the files are read now, so that a mistake (a certificate expired or
+// not yet valid among them) fails at start, and again at a handshake
+// when they changed, so that certificates rotated in place are used
+// without a restart; a client certificate that does not load, or is
+// outside its validity, is refused, the previous one kept, and onError,
+// if not nil, told once per change of the files.
 func TLSFiles(certFile, keyFile, caFile, san string, onError func(error)) (func() (*tls.Config, error), error) {
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("xds: TLS: give the client certificate and its key, or neither")
 	}
-	var pair *certs.Pair
-	if certFile != "" {
-		var err error
-		if pair, err = certs.LoadPair(certFile, keyFile, onError); err != nil {
-			return nil, fmt.Errorf("xds: TLS: client %w", err)
-		}
+	cfg, err := certs.ClientConfig(certs.ClientFiles{Cert: certFile, Key: keyFile, CA: caFile, WithSystemCAs: true, ServerName: san}, onError)
+	if err != nil {
+		return nil, fmt.Errorf("xds: TLS: %w", err)
 	}
-	load := func() (*tls.Config, error) {
-		cfg := &tls.Config{ServerName: san, MinVersion: tls.VersionTLS12}
-		if pair != nil {
-			cfg.GetClientCertificate = pair.GetClientCertificate
-		}
-		if caFile != "" {
-			pem, err := os.ReadFile(caFile)
-			if err != nil {
-				return nil, fmt.Errorf("xds: TLS: server CA: %w", err)
-			}
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("xds: TLS: server CA %s holds no PEM certificate", caFile)
-			}
-			cfg.RootCAs = pool
-		}
-		return cfg, nil
-	}
-	if _, err := load(); err != nil {
-		return nil, err
-	}
-	return load, nil
+	return func() (*tls.Config, error) { return cfg.Clone(), nil }, nil
 }

@@ -305,7 +305,7 @@ func TestTLSFilesErrors(t *testing.T) {
 		{pki.ClientCert, "", "", "give the client certificate and its key, or neither"},
 		{pki.ClientCert, pki.CA, "", pki.ClientCert},
 		{"", "", "/nonexistent/ca.crt", "/nonexistent/ca.crt"},
-		{"", "", pki.ClientKey, "holds no PEM certificate"},
+		{"", "", pki.ClientKey, "no PEM certificate in it"},
 	} {
 		_, err := xds.TLSFiles(tc.cert, tc.key, tc.ca, "", nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

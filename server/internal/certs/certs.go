@@ -229,12 +229,22 @@ type Pool struct{ w *watched[*x509.CertPool] }
 
 // LoadPool loads the CA certificates of file, and keeps them current.
 func LoadPool(file string, onError func(error)) (*Pool, error) {
+	return loadPool(file, false, onError)
+}
+
+// loadPool is LoadPool, the system's CAs included withSystem.
+func loadPool(file string, withSystem bool, onError func(error)) (*Pool, error) {
 	w, err := newWatched([]string{file}, func() (*x509.CertPool, error) {
 		pem, err := os.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
+		if withSystem {
+			if sys, err := x509.SystemCertPool(); err == nil {
+				pool = sys
+			}
+		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", file)
 		}

@@ -71,17 +71,27 @@ type ClientFiles struct {
 	// Cert and Key, when set, are the client's certificate.
 	Cert, Key string
 	// CA, when set, is the CAs that may sign the server's certificate,
-	// instead of the system's.
-	CA string
+	// instead of the system's, or beside them with WithSystemCAs.
+	CA            string
+	WithSystemCAs bool
 	// SkipHostnameVerification checks the server's chain but not the
 	// name in it, as envoy's REDIS_TLS_SKIP_HOSTNAME_VERIFICATION.
 	SkipHostnameVerification bool
-	// ServerName is the name expected in the server's certificate.
+	// ServerName is the name expected in the server's certificate; when
+	// empty, the name the connection was made to (gRPC's authority, the
+	// host of Redis's address).
 	ServerName string
 }
 
-// ClientConfig is a TLS client configuration whose certificate is re-read
-// when its files change.
+// ClientConfig is the TLS client configuration of the service's
+// connections (to Redis, and to an xDS server): TLS 1.2 or later; the
+// client's certificate, re-read at a handshake when its files changed
+// (see LoadPair); and the server's chain verified at each handshake
+// against the CAs of the moment, re-read when their file changed (see
+// LoadPool), and its name against ServerName, unless
+// SkipHostnameVerification. Certificates rotated in place are so used
+// without a restart; one that no longer loads is refused, the previous
+// one kept, and onError, if not nil, told once per change of the files.
 func ClientConfig(f ClientFiles, onError func(error)) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
 	if f.Cert != "" || f.Key != "" {
@@ -91,36 +101,32 @@ func ClientConfig(f ClientFiles, onError func(error)) (*tls.Config, error) {
 		}
 		c.GetClientCertificate = pair.GetClientCertificate
 	}
+	roots := func() *x509.CertPool { return nil } // the system's
 	if f.CA != "" {
-		pool, err := LoadPool(f.CA, onError)
+		pool, err := loadPool(f.CA, f.WithSystemCAs, onError)
 		if err != nil {
 			return nil, err
 		}
-		c.RootCAs = pool.CertPool()
+		roots = pool.CertPool
 	}
-	if f.SkipHostnameVerification {
-		// Verify the chain by hand, without the name.
-		roots := c.RootCAs
-		c.InsecureSkipVerify = true
-		c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-			certs := make([]*x509.Certificate, len(raw))
-			for i, der := range raw {
-				cert, err := x509.ParseCertificate(der)
-				if err != nil {
-					return fmt.Errorf("server certificate: %w", err)
-				}
-				certs[i] = cert
-			}
-			if len(certs) == 0 {
-				return errors.New("no server certificate")
-			}
-			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
-			for _, ic := range certs[1:] {
-				opts.Intermediates.AddCert(ic)
-			}
-			_, err := certs[0].Verify(opts)
-			return err
+	// The chain is verified here, against the roots of the moment, which
+	// crypto/tls would take once, from RootCAs.
+	c.InsecureSkipVerify = true
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no server certificate")
 		}
+		opts := x509.VerifyOptions{Roots: roots(), Intermediates: x509.NewCertPool()}
+		if !f.SkipHostnameVerification {
+			opts.DNSName = cs.ServerName
+		}
+		for _, ic := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(ic)
+		}
+		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+			return fmt.Errorf("server certificate: %w", err)
+		}
+		return nil
 	}
 	return c, nil
 }
