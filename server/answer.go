@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"math"
+	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -13,6 +14,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/ratelimitfield"
 	"github.com/ratekeeper/ratekeeper/server/internal/logpace"
 )
+
+// The last stage of a request: its decided descriptors (decide.go) made
+// envoy's answer, with its statuses and header fields.
 
 // answer builds the response from the decided descriptors.
 func (s *Service) answer(snap *snapshot, domain string, ds []descriptor) *rlsv3.RateLimitResponse {
@@ -217,4 +221,59 @@ type errorLog struct{ pace logpace.Pacer }
 
 func (l *errorLog) log(logger *slog.Logger, now time.Time, err error) {
 	l.pace.Log(logger, slog.LevelError, now, "store failed", "err", err)
+}
+
+// fallbackCode is the code of limited descriptors when the store fails.
+func (s *Service) fallbackCode() rlsv3.RateLimitResponse_Code {
+	if s.opts.OnStoreError == FailDeny {
+		return rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return rlsv3.RateLimitResponse_OK
+}
+
+// LimitHeaders names the three header fields envoyproxy/ratelimit adds
+// with LIMIT_RESPONSE_HEADERS_ENABLED: the limit, the remaining count and
+// the seconds until reset of the descriptor closest to its limit.
+type LimitHeaders struct {
+	Limit     string // envoy's LIMIT_LIMIT_HEADER, RateLimit-Limit by default
+	Remaining string // LIMIT_REMAINING_HEADER, RateLimit-Remaining
+	Reset     string // LIMIT_RESET_HEADER, RateLimit-Reset
+}
+
+// bindingStatus returns the index of the status that a response's limit
+// headers report, among those that counts: the last one over its limit,
+// else the first with the least remaining, as envoyproxy/ratelimit picks;
+// -1 when none counts. Both kinds of headers report the same one.
+func bindingStatus(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, counts func(i int) bool) int {
+	b := -1
+	for i, st := range statuses {
+		if !counts(i) {
+			continue
+		}
+		switch {
+		case st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+			b = i
+		case b < 0:
+			b = i
+		case statuses[b].GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT && st.GetLimitRemaining() < statuses[b].GetLimitRemaining():
+			b = i
+		}
+	}
+	return b
+}
+
+// fields are envoy's fields for a response: of its binding status (see
+// bindingStatus); none without a limited descriptor.
+func (h *LimitHeaders) fields(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	b := bindingStatus(statuses, func(i int) bool { return statuses[i].GetCurrentLimit() != nil })
+	if b < 0 {
+		return nil
+	}
+	binding := statuses[b]
+	reset := ratelimitfield.Seconds(binding.GetDurationUntilReset().AsDuration())
+	return []*corev3.HeaderValue{
+		{Key: h.Limit, Value: strconv.FormatUint(uint64(binding.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		{Key: h.Remaining, Value: strconv.FormatUint(uint64(binding.GetLimitRemaining()), 10)},
+		{Key: h.Reset, Value: strconv.FormatInt(reset, 10)},
+	}
 }

@@ -2,9 +2,6 @@ package server
 
 import (
 	"fmt"
-
-	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // DeniedHits says what the descriptors of a denied request take.
@@ -47,33 +44,4 @@ func (d DeniedHits) String() string {
 		return "over"
 	}
 	return "none"
-}
-
-// request is a descriptor's request to the store: its key, cost and how
-// the cost counts, as the rule and Options.DeniedHits say. A refund
-// (is_negative_hits, where refunds are on) gives its hits back whatever
-// they say, up to the most one request of the rule may take: a refund
-// gives back at most what a request could have taken, so that no single
-// one wipes a debt that charges left.
-func (s *Service) request(d *descriptor) driver.Request {
-	r := driver.Request{Key: d.key, Spec: d.rule.spec, N: d.hits, Mode: driver.Take}
-	switch {
-	case d.hits == 0:
-	case d.refund:
-		r.Mode = driver.Refund
-		r.N = min(r.N, d.rule.spec.MaxCost())
-	case d.charge || d.rule.cfg.CountOverLimit || s.opts.CountOverLimit || s.opts.DeniedHits == DeniedCountAll:
-		r.Mode = driver.Charge
-	case s.opts.DeniedHits == DeniedCountOver:
-		r.ChargeOver = true
-		if d.hits > d.rule.spec.MaxCost() {
-			// It cannot fit: it is over its limit, and charged.
-			r.Mode, r.ChargeOver = driver.Charge, false
-		}
-	}
-	if r.Mode != driver.Take {
-		// A charge or a refund takes up to the most a store accepts.
-		r.N = min(r.N, ratekeeper.MaxLimit)
-	}
-	return r
 }

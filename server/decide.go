@@ -11,6 +11,11 @@ import (
 	"github.com/ratekeeper/ratekeeper/driver"
 )
 
+// The second stage of a request: its resolved descriptors (resolve.go)
+// decided by the store, within the store's time budget
+// (decideInBudget), each rule's takes from its leases where it has them.
+// Then answer.go answers.
+
 // decide asks the store for every limited descriptor: enforced rules in
 // one all-or-nothing decision, shadow and quota-mode rules in another, so
 // that a rule that does not deny on its own never changes what the
@@ -287,4 +292,71 @@ func (s *Service) judgePeek(d *descriptor) {
 	if d.asked.N == 0 && d.hits > 0 && !d.refund {
 		d.res.Allowed = d.hits <= d.rule.spec.MaxCost() && d.res.Remaining >= float64(d.hits)
 	}
+}
+
+// decideInBudget decides ds within the store's budget. A budget spent
+// is a store failure like any other, which must not read as the caller's
+// DEADLINE_EXCEEDED, since the caller's deadline has not passed.
+func (s *Service) decideInBudget(ctx context.Context, ds []descriptor) error {
+	budget := s.storeBudget(ctx)
+	storeCtx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	err := s.decide(storeCtx, ds)
+	// A connection's read deadline, set to the budget's, may fire before
+	// the context's timer does: storeCtx may not have ended yet.
+	if err != nil && ctx.Err() == nil && (storeCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
+		spent := fmt.Errorf("the store did not answer within %v: %v", budget, err)
+		if errors.Is(err, driver.ErrPartlyApplied) {
+			return partlyApplied{spent}
+		}
+		return spent
+	}
+	return err
+}
+
+// partlyApplied is an error that matches driver.ErrPartlyApplied, and no
+// other: its text says so already.
+type partlyApplied struct{ error }
+
+func (partlyApplied) Unwrap() error { return driver.ErrPartlyApplied }
+
+// storeBudget is how long the store may take to decide a request: the
+// lesser of StoreTimeout and three quarters of the caller's remaining
+// deadline, so that a store that hangs (a paused Redis) leaves the
+// service time to answer by OnStoreError before the caller gives up.
+func (s *Service) storeBudget(ctx context.Context) time.Duration {
+	budget := s.opts.StoreTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Duration(float64(time.Until(deadline))*storeShare))
+	}
+	return budget
+}
+
+// request is a descriptor's request to the store: its key, cost and how
+// the cost counts, as the rule and Options.DeniedHits say. A refund
+// (is_negative_hits, where refunds are on) gives its hits back whatever
+// they say, up to the most one request of the rule may take: a refund
+// gives back at most what a request could have taken, so that no single
+// one wipes a debt that charges left.
+func (s *Service) request(d *descriptor) driver.Request {
+	r := driver.Request{Key: d.key, Spec: d.rule.spec, N: d.hits, Mode: driver.Take}
+	switch {
+	case d.hits == 0:
+	case d.refund:
+		r.Mode = driver.Refund
+		r.N = min(r.N, d.rule.spec.MaxCost())
+	case d.charge || d.rule.cfg.CountOverLimit || s.opts.CountOverLimit || s.opts.DeniedHits == DeniedCountAll:
+		r.Mode = driver.Charge
+	case s.opts.DeniedHits == DeniedCountOver:
+		r.ChargeOver = true
+		if d.hits > d.rule.spec.MaxCost() {
+			// It cannot fit: it is over its limit, and charged.
+			r.Mode, r.ChargeOver = driver.Charge, false
+		}
+	}
+	if r.Mode != driver.Take {
+		// A charge or a refund takes up to the most a store accepts.
+		r.N = min(r.N, ratekeeper.MaxLimit)
+	}
+	return r
 }

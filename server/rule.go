@@ -1,16 +1,11 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -229,112 +224,11 @@ func unitPeriod(u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
 	return d
 }
 
-// overrideKey identifies a request's limit override by its value.
-type overrideKey struct {
-	requests uint32
-	unit     typev3.RateLimitUnit
-	mult     uint32
-}
-
 // maxOverrides bounds the cache of override rules; beyond it, overrides
 // are prepared for each request.
 const maxOverrides = 4096
 
-// overrideCache holds the rules made from requests' limit overrides, by
-// their value: two overrides of different values never share a rule, nor
-// a counter.
-type overrideCache struct {
-	mu    sync.Mutex
-	rules map[overrideKey]*rule
-}
-
-func (c *overrideCache) get(s *Service, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
-	k := overrideKey{requests: o.GetRequestsPerUnit(), unit: o.GetUnit(), mult: 1}
-	if m := o.GetUnitMultiplier(); m != nil {
-		k.mult = m.GetValue()
-	}
-	c.mu.Lock()
-	r, ok := c.rules[k]
-	c.mu.Unlock()
-	if ok {
-		return r, nil
-	}
-	r, err := s.overrideRule(k)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if len(c.rules) < maxOverrides {
-		c.rules[k] = r
-	}
-	c.mu.Unlock()
-	return r, nil
-}
-
 // maxPeriodText is ratekeeper.MaxPeriod in words.
 const maxPeriodText = "10 years (3,650 days)"
 
-// overrideRule makes the rule of a limit override: envoy's fixed window
-// aligned to the unit, under a state name of its own.
-func (s *Service) overrideRule(k overrideKey) (*rule, error) {
-	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[typev3.RateLimitUnit_name[int32(k.unit)]])
-	per := unitPeriod(unit)
-	if per <= 0 {
-		return nil, fmt.Errorf("%w: limit override with unit %s", errInvalidRequest, k.unit)
-	}
-	// The product is checked before it is made: a multiplier of up to
-	// 2^32-1 times a year overflows a Duration.
-	if mult := time.Duration(max(k.mult, 1)); mult > ratekeeper.MaxPeriod/per {
-		return nil, fmt.Errorf("%w: limit override of %d per %d × %s: the period is longer than %s, the longest a limit may have",
-			errInvalidRequest, k.requests, mult, k.unit, maxPeriodText)
-	}
-	period := per * time.Duration(max(k.mult, 1))
-	limit := &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: k.requests, Unit: unit}
-	if k.mult > 1 {
-		limit.UnitMultiplier = wrapperspb.UInt32(k.mult)
-	}
-	r := &rule{cfg: &config.Rule{Name: "override"}, override: true, shadow: s.opts.Shadow, block: k.requests == 0,
-		first: limit, aligned: period, metrics: s.opts.Metrics.rule("", "override")}
-	if r.block {
-		s.setFields(r)
-		return r, nil
-	}
-	name := fmt.Sprintf("override-%d-%s-%d", k.requests, strings.ToLower(unit.String()), max(k.mult, 1))
-	lim, err := ratekeeper.New(s.store, ratekeeper.FixedWindow{Limit: int64(k.requests), Window: period, Aligned: true},
-		ratekeeper.WithName(name))
-	if err != nil {
-		return nil, fmt.Errorf("%w: limit override: %w", errInvalidRequest, err)
-	}
-	r.spec = lim.Spec()
-	r.setQuotas()
-	s.setFields(r)
-	return r, nil
-}
-
-// stateKey is the store key of a descriptor in domain: the domain and
-// its entries, each part escaped so that distinct descriptors never share
-// a key. Keys over the store's bound are hashed.
-func stateKey(domain string, entries []config.Entry) string {
-	var b strings.Builder
-	b.WriteString(escapeKey(domain))
-	for _, e := range entries {
-		b.WriteByte('/')
-		b.WriteString(escapeKey(e.Key))
-		b.WriteByte('=')
-		b.WriteString(escapeKey(e.Value))
-	}
-	if b.Len() <= ratekeeper.MaxKeyLen {
-		return b.String()
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return escapeKey(domain) + "/#" + hex.EncodeToString(sum[:])
-}
-
 var keyEscaper = strings.NewReplacer("%", "%25", "/", "%2F", "=", "%3D", "#", "%23")
-
-func escapeKey(s string) string {
-	if !strings.ContainsAny(s, "%/=#") {
-		return s
-	}
-	return keyEscaper.Replace(s)
-}
