@@ -120,6 +120,10 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 		ds[idx[j]].asked = reqs[j]
 	}
+	idx, reqs, err := s.chargeFromLeases(ctx, ds, idx, reqs)
+	if err != nil || len(idx) == 0 {
+		return err
+	}
 	if len(idx) > 1 && !lookOnly {
 		if ok, err := s.decideLeased(ctx, ds, idx, reqs); ok || err != nil {
 			return err
@@ -254,6 +258,35 @@ func (s *Service) decideLeased(ctx context.Context, ds []descriptor, idx []int, 
 		return true, giveBack()
 	}
 	return true, nil
+}
+
+// chargeFromLeases decides the charges of rules with leases (envoy's
+// counting of denied hits, -denied-hits all, where every hit counts): a
+// charge that fits takes from the rule's lease in process, as a take
+// does; one that does not is charged in the store, into debt if need be
+// (ratekeeper.Limiter.Charge, which gives the lease back first). Charges
+// are not all or nothing, so each is decided on its own. It returns the
+// requests left to decide, and their places.
+func (s *Service) chargeFromLeases(ctx context.Context, ds []descriptor, idx []int, reqs []driver.Request) ([]int, []driver.Request, error) {
+	var leftIdx []int
+	var left []driver.Request
+	for j, i := range idx {
+		d, r := &ds[i], reqs[j]
+		if d.rule.lim == nil || r.Mode != driver.Charge || r.N == 0 || r.N > d.rule.spec.MaxCost() {
+			leftIdx, left = append(leftIdx, i), append(left, r)
+			continue
+		}
+		res, err := d.rule.lim.AllowN(ctx, r.Key, r.N)
+		if err == nil && !res.Allowed {
+			res, err = d.rule.lim.Charge(ctx, r.Key, r.N)
+			res.Allowed = false // it did not fit: over its limit
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		d.res, d.decided = res, true
+	}
+	return leftIdx, left, nil
 }
 
 // record keeps the store's Decision for d, as the descriptor's Result.

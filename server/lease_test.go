@@ -237,10 +237,16 @@ descriptors:
 	}
 }
 
-// leaseCounter counts a store's lease steps that take a lease.
+// leaseCounter counts a store's lease steps that take a lease, and its
+// charges.
 type leaseCounter struct {
 	*memstore.Store
-	leases atomic.Int64
+	leases, charges atomic.Int64
+}
+
+func (s *leaseCounter) Charge(ctx context.Context, key string, spec *driver.ValidSpec, n int64) (driver.Decision, error) {
+	s.charges.Add(1)
+	return s.Store.Charge(ctx, key, spec, n)
 }
 
 func (s *leaseCounter) Lease(ctx context.Context, key string, spec *driver.ValidSpec, req driver.LeaseRequest) (driver.LeaseGrant, error) {
@@ -248,4 +254,44 @@ func (s *leaseCounter) Lease(ctx context.Context, key string, spec *driver.Valid
 		s.leases.Add(1)
 	}
 	return s.Store.Lease(ctx, key, spec, req)
+}
+
+// TestLeasesUnderEnvoysCounting: with envoy's counting, where every hit
+// counts, denied or not (-denied-hits all), a charge that fits takes from
+// the rule's lease, and one that does not is charged in the store, into
+// debt: the hot key has taken every hit.
+func TestLeasesUnderEnvoysCounting(t *testing.T) {
+	const cfg = `domain: test
+descriptors:
+  - key: api
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: token_bucket, lease: {ttl: 1s}}
+`
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	counting := &leaseCounter{Store: store}
+	svc := newService(t, counting, cfg, Options{DeniedHits: DeniedCountAll})
+	var over int
+	for range 14 {
+		if resp := ask(t, svc, 1, desc("api", "all")); resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			over++
+		}
+	}
+	if over != 4 {
+		t.Errorf("%d of 14 requests over a limit of 10; want 4", over)
+	}
+	if n := counting.leases.Load(); n == 0 || n >= 10 {
+		t.Errorf("%d lease steps for 10 requests that fit; want fewer, and some", n)
+	}
+	if n := counting.charges.Load(); n != 4 {
+		t.Errorf("%d charges in the store; want the 4 hits that did not fit", n)
+	}
+	// 14 hits counted: 4 in debt. A request of a rule without leases, once
+	// the lease is given back, finds none left.
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	plain := newService(t, store, strings.ReplaceAll(cfg, ", lease: {ttl: 1s}", ""), Options{})
+	if resp := ask(t, plain, 1, desc("api", "all")); resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("after 14 hits on a limit of 10: %v; want OVER_LIMIT, the key in debt", resp)
+	}
 }
