@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,10 +58,13 @@ type calendar struct {
 	loc    *time.Location
 }
 
+// calendars are the calendars made so far: ids, under mu, for
+// CalendarID; list, by id − 1, for the readers of every decision, which
+// take no lock.
 var calendars struct {
-	sync.Mutex
+	mu   sync.Mutex
 	ids  map[calendarKey]int64
-	list []calendar // by id − 1
+	list atomic.Pointer[[]calendar]
 }
 
 // calendarKey names a calendar: zones are known by name, so that the
@@ -77,8 +81,8 @@ func CalendarID(period Period, loc *time.Location) int64 {
 	if loc == nil {
 		loc = time.UTC
 	}
-	calendars.Lock()
-	defer calendars.Unlock()
+	calendars.mu.Lock()
+	defer calendars.mu.Unlock()
 	k := calendarKey{period, loc.String()}
 	if id, ok := calendars.ids[k]; ok {
 		return id
@@ -86,8 +90,13 @@ func CalendarID(period Period, loc *time.Location) int64 {
 	if calendars.ids == nil {
 		calendars.ids = map[calendarKey]int64{}
 	}
-	calendars.list = append(calendars.list, calendar{period, loc})
-	id := int64(len(calendars.list))
+	var list []calendar
+	if old := calendars.list.Load(); old != nil {
+		list = *old
+	}
+	list = append(list[:len(list):len(list)], calendar{period, loc})
+	calendars.list.Store(&list)
+	id := int64(len(list))
 	calendars.ids[k] = id
 	return id
 }
@@ -95,12 +104,11 @@ func CalendarID(period Period, loc *time.Location) int64 {
 // CalendarOf returns the period and time zone of a calendar's id, and
 // false for an id CalendarID never returned.
 func CalendarOf(id int64) (Period, *time.Location, bool) {
-	calendars.Lock()
-	defer calendars.Unlock()
-	if id < 1 || id > int64(len(calendars.list)) {
+	list := calendars.list.Load()
+	if list == nil || id < 1 || id > int64(len(*list)) {
 		return 0, nil, false
 	}
-	c := calendars.list[id-1]
+	c := (*list)[id-1]
 	return c.period, c.loc, true
 }
 
