@@ -290,7 +290,9 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 		kl.denied = time.Time{}
 		if !res.Allowed {
 			kl.denied, kl.deniedCost, kl.denial = sent.Add(res.RetryAfter), max(n, 1), res
-			if !kl.ahead && !kl.gone {
+			// Not for a wait past the longest lease (a window of a day, a
+			// month): a timer would hold the key that long.
+			if !kl.ahead && !kl.gone && res.RetryAfter <= MaxLeaseTTL {
 				kl.ahead = true
 				time.AfterFunc(max(res.RetryAfter, le.ttl/100), func() { le.takeAhead(key, kl) })
 			}
