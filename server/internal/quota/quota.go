@@ -105,6 +105,10 @@ type State struct {
 	Level   int64
 	At      int64
 	holders map[string]*holder
+	// short is until when a holder's share was held below its target
+	// for want of free rate: until then, holders above theirs give it
+	// back at once, with no hysteresis.
+	short int64
 }
 
 // Reserve is the part of the rate never assigned, which refills the
@@ -177,10 +181,14 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 	}
 
 	refreshable := h.end > now && now+req.Slack < h.sent+h.ttl
-	if refreshable && 8*abs(target-h.cur.Rate) <= h.cur.Rate {
+	near := 8*abs(target-h.cur.Rate) <= h.cur.Rate
+	if refreshable && near && (target >= h.cur.Rate || s.short <= now) {
 		return s.refresh(h, req, now)
 	}
 	rate := min(target, assignable-others.Rate)
+	if rate < target {
+		s.short = now + req.TTL + req.Slack
+	}
 	tokens := min(max(1, ceilDiv(r.Burst*rate, Depth*r.Rate)), r.Burst-others.Tokens, s.Level/r.Unit)
 	if rate < 1 || tokens < 1 {
 		if refreshable {

@@ -132,12 +132,26 @@ func TestNeverPastTheBound(t *testing.T) {
 			es := fleet(10000, []float64{1, 1, 1, 1, 2, 2, 4, 8})
 			es[3].join, es[5].leave = 3000, 6000 // one joins, one leaves
 			var s State
-			step := func(_ int, req Request, now int64) Grant { return s.Step(r, req, now) }
+			var rates []Grant // Envoy 0's, from its demand's tripling on
+			var times []int64
+			step := func(i int, req Request, now int64) Grant {
+				g := s.Step(r, req, now)
+				if i == 0 && now >= 4000 {
+					rates, times = append(rates, g), append(times, now)
+				}
+				return g
+			}
 			share, ok := run(t, seed, r, es, 12000, 1000, 250, 250, lose, 4000, step)
 			if !ok {
 				t.Fatalf("seed %d, %.0f%% of assignments lost: past the bound", seed, 100*lose)
 			}
-			t.Logf("seed %d, %.0f%% of assignments lost: the fleet admitted %.1f%% of the rate", seed, 100*lose, 100*share)
+			followed := int64(-1) // until Envoy 0 holds 90% of its final share
+			final := rates[len(rates)-1].Hold.Rate
+			for j := len(rates) - 1; j >= 0 && 10*rates[j].Hold.Rate >= 9*final; j-- {
+				followed = times[j] - 4000
+			}
+			t.Logf("seed %d, %.0f%% of assignments lost: the fleet admitted %.1f%% of the rate; Envoy 0's share followed its tripled demand in %d ms",
+				seed, 100*lose, 100*share, followed)
 			if share < 0.85 {
 				t.Errorf("seed %d: admitted %.1f%% of the rate at twice its demand", seed, 100*share)
 			}
