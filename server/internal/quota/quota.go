@@ -31,10 +31,30 @@
 // Otherwise the assignment is charged as a new bucket.
 package quota
 
+import "fmt"
+
 // Rule is the token bucket shared: Rate tokens per Unit milliseconds,
 // at most Burst at once.
 type Rule struct {
 	Rate, Unit, Burst int64
+}
+
+// MaxDemand is the most demand a holder counts with, in requests per
+// Unit: every product the step computes stays below 2^53, where Lua's
+// numbers are exact.
+const MaxDemand = 1 << 23
+
+// Check reports why r cannot be shared: each of Rate, Unit and Burst at
+// least 1, and (Rate+1)·Burst·Unit below 2^53, the central level's
+// largest value in tokens × Unit.
+func (r Rule) Check() error {
+	if r.Rate < 1 || r.Unit < 1 || r.Burst < 1 {
+		return fmt.Errorf("quota: rate %d, unit %d ms and burst %d must each be at least 1", r.Rate, r.Unit, r.Burst)
+	}
+	if r.Rate > 1<<29 || r.Burst > 1<<53/((r.Rate+1)*r.Unit) {
+		return fmt.Errorf("quota: rate %d per %d ms with burst %d is past what a quota bucket holds ((rate+1)·burst·unit below 2^53, rate at most 2^29)", r.Rate, r.Unit, r.Burst)
+	}
+	return nil
 }
 
 // Hold is what one holder may hold: a bucket of at most Tokens, refilled
@@ -141,7 +161,9 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 		for _, h := range s.holders {
 			rho += h.at(s.At).Rate
 		}
-		s.Level += min((r.Rate-rho)*(now-s.At), r.Burst*r.Unit)
+		// The rate held at At, the higher, all along: holds that end
+		// before now refill nothing until the next step.
+		s.Level += (r.Rate - rho) * min(now-s.At, r.Burst*r.Unit)
 		s.At = now
 	}
 	var held Hold
@@ -163,7 +185,7 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 	}
 	own := h.at(now)
 	others := Hold{Tokens: held.Tokens - own.Tokens, Rate: held.Rate - own.Rate}
-	h.demand = req.Demand
+	h.demand = min(req.Demand, MaxDemand)
 	if req.Demand < 0 {
 		h.demand = s.meanDemand(r, req.Holder)
 	}
