@@ -132,6 +132,9 @@ func (b *builder) document(doc *yaml.Node) *node {
 		b.domainNode = f.k
 	}
 	b.descriptors(root, fs["descriptors"], "", nil, nil, 1)
+	if f := fs["quota_buckets"]; f != nil {
+		root.quota = b.quotaBuckets(f)
+	}
 	return root
 }
 

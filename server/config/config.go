@@ -87,6 +87,7 @@ type node struct {
 	children   map[string]*node
 	wildcards  []string
 	rule       *Rule
+	quota      []*QuotaBucket // a domain's quota_buckets
 }
 
 // Error is one problem in a configuration file: Error() is

@@ -20,7 +20,7 @@ var envoyKeys = map[string]bool{
 
 // The keys each level takes: envoy's, and ratekeeper's extensions.
 var (
-	rootKeys       = []string{"domain", "descriptors"}
+	rootKeys       = []string{"domain", "descriptors", "quota_buckets"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors",
 		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"}
 	rateLimitKeys = []string{"requests_per_unit", "unit", "unlimited", "name", "replaces",
