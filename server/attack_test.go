@@ -65,12 +65,21 @@ func TestOverrideOverflow(t *testing.T) {
 // startGRPC serves svc over gRPC with GRPCOptions on a loopback port.
 func startGRPC(t *testing.T, svc *Service, log *slog.Logger, m *Metrics) *grpc.ClientConn {
 	t.Helper()
+	return startGRPCWith(t, svc, nil, GRPCOptions(log, m)...)
+}
+
+// startGRPCWith is startGRPC with more services, which also registers.
+func startGRPCWith(t *testing.T, svc *Service, also func(*grpc.Server), opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(GRPCOptions(log, m)...)
+	g := grpc.NewServer(opts...)
 	RegisterGRPC(g, svc)
+	if also != nil {
+		also(g)
+	}
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -13,6 +13,7 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -121,8 +122,10 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 		case <-ctx.Done():
 			return ctx.Err()
 		case m := <-reports:
-			if err := m.Validate(); err != nil {
-				return status.Errorf(codes.InvalidArgument, "rlqs: a report that does not validate: %v", err)
+			// Not m.Validate(): Envoy's first report of a bucket has a
+			// time_elapsed of 0, which its own validation refuses.
+			if m.GetDomain() == "" {
+				return status.Error(codes.InvalidArgument, "rlqs: a report without a domain")
 			}
 			if domain == "" {
 				domain = m.GetDomain()
@@ -244,4 +247,10 @@ func bucketKey(id *rlqsv3.BucketId) (string, map[string]string, error) {
 		fmt.Fprintf(&b, "%d:%s%d:%s", len(k), k, len(m[k]), m[k])
 	}
 	return b.String(), m, nil
+}
+
+// RegisterQuota registers q as envoy.service.rate_limit_quota.v3's
+// RateLimitQuotaService on g.
+func RegisterQuota(g *grpc.Server, q *Quota) {
+	rlqsv3.RegisterRateLimitQuotaServiceServer(g, q)
 }
