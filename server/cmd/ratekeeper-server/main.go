@@ -184,6 +184,9 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	}
 	g := grpc.NewServer(gopts...)
 	server.RegisterGRPC(g, svc)
+	if s.rlqs {
+		server.RegisterQuota(g, server.NewQuota(svc, st.quota, server.QuotaOptions{}))
+	}
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)

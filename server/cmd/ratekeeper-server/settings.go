@@ -43,6 +43,7 @@ type settings struct {
 
 	keyPrefix          string
 	shadow             bool
+	rlqs               bool // serve the rate limit quota service
 	headers            bool // the IETF RateLimit fields
 	limitHeaders       bool // envoy's three fields, under limitHeaderNames
 	limitHeaderNames   [3]string
@@ -109,6 +110,7 @@ func fromEnv(e *envsettings.Settings) *settings {
 		},
 		keyPrefix:          defaultKeyPrefix,
 		shadow:             e.ShadowMode,
+		rlqs:               true,
 		limitHeaders:       e.LimitResponseHeadersEnabled,
 		limitHeaderNames:   [3]string{e.LimitLimitHeader, e.LimitRemainingHeader, e.LimitResetHeader},
 		onStoreError:       "unavailable",
@@ -172,6 +174,7 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	fs.DurationVar(&s.conns.grpcMaxIdle, "grpc-max-connection-idle", s.conns.grpcMaxIdle, "a gRPC connection with no call for this long is asked to go away")
 	fs.UintVar(&s.conns.grpcMaxStreams, "grpc-max-streams", s.conns.grpcMaxStreams, "most concurrent calls on one gRPC connection")
 	fs.StringVar(&s.keyPrefix, "key-prefix", s.keyPrefix, "`prefix` of every Redis key (envoy's CACHE_KEY_PREFIX)")
+	fs.BoolVar(&s.rlqs, "rlqs", s.rlqs, "serve envoy's rate limit quota service (RLQS), StreamRateLimitQuotas, on the gRPC listener, for the domains' quota_buckets")
 	fs.BoolVar(&s.shadow, "shadow", s.shadow, "shadow mode for every rule: decide and count, but always answer OK (SHADOW_MODE)")
 	fs.BoolVar(&s.headers, "response-headers", s.headers, "add the IETF RateLimit and RateLimit-Policy header fields to responses, for Envoy to pass on")
 	fs.BoolVar(&s.limitHeaders, "limit-headers", s.limitHeaders, "add envoy's RateLimit-Limit, -Remaining and -Reset header fields (LIMIT_RESPONSE_HEADERS_ENABLED; names from LIMIT_*_HEADER)")

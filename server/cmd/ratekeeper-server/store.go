@@ -12,11 +12,15 @@ import (
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/server"
+	"github.com/ratekeeper/ratekeeper/server/internal/quota"
 )
 
 // store is the service's store and how to tell it answers.
 type store struct {
 	store server.Store
+	// quota steps the quota buckets of the rate limit quota service:
+	// in Redis, under the key prefix, or in process.
+	quota server.Stepper
 	// ready reports whether Redis answers; nil for the in-process store.
 	ready    func() error
 	describe string // where, without credentials
@@ -32,7 +36,7 @@ const readyTimeout = time.Second
 func openStore(r redisSettings, prefix string, memKeys int, onCertError func(error)) (*store, error) {
 	if r.url == "" {
 		m := memstore.New(memstore.WithMaxKeys(memKeys))
-		return &store{store: m, describe: "in process", close: m.Close}, nil
+		return &store{store: m, quota: &quota.Memory{}, describe: "in process", close: m.Close}, nil
 	}
 	client, err := redisClient(r, onCertError)
 	if err != nil {
@@ -48,6 +52,7 @@ func openStore(r redisSettings, prefix string, memKeys int, onCertError func(err
 	}
 	return &store{
 		store:    rs,
+		quota:    &quota.Redis{Client: client, Prefix: prefix},
 		ready:    ready,
 		describe: r.describe(),
 		close:    client.Close,

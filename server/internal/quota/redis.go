@@ -21,6 +21,8 @@ var stepScript = redis.NewScript(stepSource)
 // one key, on one master.
 type Redis struct {
 	Client redis.UniversalClient
+	// Prefix comes before every bucket's key.
+	Prefix string
 	// Now, when set, is the time of each step instead of Redis's
 	// clock (tests).
 	Now func() time.Time
@@ -36,7 +38,7 @@ func (s *Redis) Step(ctx context.Context, key string, r Rule, req Request) (Gran
 		now = strconv.FormatInt(s.Now().UnixMilli(), 10)
 	}
 	demand := max(min(req.Demand, MaxDemand), -1)
-	reply, err := stepScript.Run(ctx, s.Client, []string{key}, now, r.Rate, r.Unit, r.Burst,
+	reply, err := stepScript.Run(ctx, s.Client, []string{s.Prefix + key}, now, r.Rate, r.Unit, r.Burst,
 		req.Holder, demand, req.TTL, req.Slack).Int64Slice()
 	if err != nil {
 		return Grant{}, fmt.Errorf("quota: step of %q: %w", key, err)
