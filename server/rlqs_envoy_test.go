@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	quotas "github.com/ratekeeper/ratekeeper/server/internal/quota"
 )
@@ -150,13 +151,34 @@ func TestQuotaFleetNeverPastTheBound(t *testing.T) {
 		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{}))
 	})
 	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	quotaFleet(t, func(int) rlqsv3.RateLimitQuotaServiceClient { return client })
+}
+
+// TestQuotaReplicasShareTheBound: the same fleet, its Envoys split
+// between two replicas that keep the buckets in one Redis.
+func TestQuotaReplicasShareTheBound(t *testing.T) {
+	redisClient := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	var clients [2]rlqsv3.RateLimitQuotaServiceClient
+	for i := range clients {
+		svc := newService(t, memstore.New(), rlqsConfig, Options{})
+		conn := startGRPCWith(t, svc, func(g *grpc.Server) {
+			RegisterQuota(g, NewQuota(svc, &quotas.Redis{Client: redisClient, Prefix: prefix}, QuotaOptions{}))
+		})
+		clients[i] = rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	}
+	quotaFleet(t, func(i int) rlqsv3.RateLimitQuotaServiceClient { return clients[i%2] })
+}
+
+// quotaFleet runs the fleet, Envoy i on client(i), and checks the bound.
+func quotaFleet(t *testing.T, client func(i int) rlqsv3.RateLimitQuotaServiceClient) {
 	var mu sync.Mutex
 	var times []time.Time
 	record := func(now time.Time) { mu.Lock(); times = append(times, now); mu.Unlock() }
 	const rate, d = 10000.0, 5 * time.Second
 	var wg sync.WaitGroup
-	for _, w := range []float64{1, 1, 1, 1, 2, 2, 4, 8} {
-		wg.Go(func() { runQuotaEnvoy(t, client, 2*rate*w/20, d, time.Second, record) })
+	for i, w := range []float64{1, 1, 1, 1, 2, 2, 4, 8} {
+		wg.Go(func() { runQuotaEnvoy(t, client(i), 2*rate*w/20, d, time.Second, record) })
 	}
 	wg.Wait()
 	mu.Lock()
