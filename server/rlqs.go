@@ -74,7 +74,7 @@ const (
 
 // streamBucket is one of a stream's buckets.
 type streamBucket struct {
-	id       map[string]string
+	idKey    string // its key in the stream's buckets
 	proto    *rlqsv3.BucketId
 	rule     *config.QuotaBucket
 	key      string
@@ -146,7 +146,7 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 					if len(buckets) >= q.opts.MaxBuckets {
 						continue // past the stream's bound: left to no_assignment_behavior
 					}
-					b = &streamBucket{id: id, proto: u.GetBucketId(), last: time.Now()}
+					b = &streamBucket{idKey: key, proto: u.GetBucketId(), last: time.Now()}
 					buckets[key] = b
 					fresh = append(fresh, b)
 				}
@@ -186,11 +186,7 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 					AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 			})
-			for k, o := range all {
-				if o == b {
-					delete(all, k)
-				}
-			}
+			delete(all, b.idKey)
 			continue
 		}
 		r := b.rule.Rule()

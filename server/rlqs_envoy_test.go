@@ -183,7 +183,7 @@ func quotaFleet(t *testing.T, client func(i int) rlqsv3.RateLimitQuotaServiceCli
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	sortTimes(times)
+	slices.SortFunc(times, time.Time.Compare)
 	level, last := rate, times[0]
 	for i, at := range times {
 		level = min(rate, level+rate*at.Sub(last).Seconds())
@@ -193,8 +193,4 @@ func quotaFleet(t *testing.T, client func(i int) rlqsv3.RateLimitQuotaServiceCli
 		}
 	}
 	t.Logf("8 Envoys admitted %d in %v: %.1f%% of the rate", len(times), d, 100*float64(len(times))/(rate*d.Seconds()))
-}
-
-func sortTimes(ts []time.Time) {
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 }

@@ -35,6 +35,5 @@ func (m *Memory) Step(_ context.Context, key string, r Rule, req Request) (Grant
 		s = &State{}
 		m.buckets[key] = s
 	}
-	req.Demand = max(min(req.Demand, MaxDemand), -1)
 	return s.Step(r, req, now().UnixMilli()), nil
 }
