@@ -32,6 +32,7 @@ type Metrics struct {
 	lastReload   prometheus.Gauge
 	panics       prometheus.Counter
 	refunds      *prometheus.CounterVec
+	quota        quotaMetrics
 
 	mu     sync.Mutex
 	labels map[labelPair]bool // the labels of the configuration in use
@@ -82,8 +83,58 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Refunds asked for where refunds are off, by domain and endpoint: is_negative_hits ignored (grpc, json), mode refund refused with 400 (decide).",
 		}, []string{"domain", "endpoint"}),
 	}
-	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.storePartial, m.generation, m.reloadErrors, m.lastReload, m.panics, m.refunds)
+	m.quota = newQuotaMetrics()
+	reg.MustRegister(m.decisions, m.shadow, m.storeSeconds, m.storeErrors, m.storePartial, m.generation, m.reloadErrors, m.lastReload, m.panics, m.refunds,
+		m.quota.streams, m.quota.buckets, m.quota.reports, m.quota.assignments, m.quota.share, m.quota.converge)
 	return m
+}
+
+// quotaMetrics are the rate limit quota service's metrics, by domain
+// label, as the decisions' are.
+type quotaMetrics struct {
+	streams, buckets prometheus.Gauge
+	reports          *prometheus.CounterVec
+	assignments      *prometheus.CounterVec
+	share, converge  *prometheus.HistogramVec
+}
+
+// Actions of ratekeeper_server_rlqs_assignments_total.
+const (
+	actionNew     = "new"
+	actionRefresh = "refresh"
+	actionDeny    = "deny_all"
+	actionAbandon = "abandon"
+)
+
+func newQuotaMetrics() quotaMetrics {
+	return quotaMetrics{
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratekeeper_server_rlqs_streams",
+			Help: "Open StreamRateLimitQuotas streams: the Envoys connected.",
+		}),
+		buckets: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratekeeper_server_rlqs_buckets",
+			Help: "Quota buckets the open streams hold, a bucket counted once per stream that reports it.",
+		}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_server_rlqs_reports_total",
+			Help: "Usage reports received, by domain.",
+		}, []string{"domain"}),
+		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_server_rlqs_assignments_total",
+			Help: "Bucket actions sent, by domain and action: new (a token bucket Envoy starts full), refresh (the same token bucket, its TTL restarted), deny_all (no free rate), abandon (a bucket no quota bucket matches).",
+		}, []string{"domain", "action"}),
+		share: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_server_rlqs_share_ratio",
+			Help:    "Each token bucket sent to an Envoy (new or refreshed): its share of its quota bucket's rate, by domain.",
+			Buckets: []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95},
+		}, []string{"domain"}),
+		converge: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_server_rlqs_converge_seconds",
+			Help:    "From an Envoy's reported demand shifting (by more than an eighth) until its share settles (the first assignment refreshed, not changed, after it), by domain.",
+			Buckets: []float64{0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 20},
+		}, []string{"domain"}),
+	}
 }
 
 // MaxRuleLabels bounds the rules of a configuration that get labels of
@@ -231,7 +282,9 @@ func (m *Metrics) retire(l *labelling) {
 			m.decisions.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
 			m.shadow.DeletePartialMatch(prometheus.Labels{"domain": p.domain, "rule": p.rule})
 			if p.rule == "" {
-				m.refunds.DeletePartialMatch(prometheus.Labels{"domain": p.domain})
+				for _, v := range []*prometheus.MetricVec{m.refunds.MetricVec, m.quota.reports.MetricVec, m.quota.assignments.MetricVec, m.quota.share.MetricVec, m.quota.converge.MetricVec} {
+					v.DeletePartialMatch(prometheus.Labels{"domain": p.domain})
+				}
 			}
 		}
 	}

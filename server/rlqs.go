@@ -48,6 +48,8 @@ type Quota struct {
 	svc   *Service
 	steps Stepper
 	opts  QuotaOptions
+	// unregistered are the metrics recorded when the service has none.
+	unregistered quotaMetrics
 }
 
 // NewQuota returns the quota service of svc's configuration, stepping
@@ -63,7 +65,7 @@ func NewQuota(svc *Service, steps Stepper, opts QuotaOptions) *Quota {
 	if opts.MaxBuckets <= 0 {
 		opts.MaxBuckets = 1000
 	}
-	return &Quota{svc: svc, steps: steps, opts: opts}
+	return &Quota{svc: svc, steps: steps, opts: opts, unregistered: newQuotaMetrics()}
 }
 
 // Limits of a stream's messages.
@@ -74,18 +76,25 @@ const (
 
 // streamBucket is one of a stream's buckets.
 type streamBucket struct {
-	idKey    string // its key in the stream's buckets
-	proto    *rlqsv3.BucketId
-	rule     *config.QuotaBucket
-	key      string
-	requests int64 // allowed + denied since the last step
-	last     time.Time
-	stepped  bool
+	idKey string // its key in the stream's buckets
+	proto *rlqsv3.BucketId
+	id    map[string]string
+	rule  *config.QuotaBucket
+	key   string
+	// requests are those reported (allowed + denied) since measured,
+	// when its demand was last measured.
+	requests int64
+	measured time.Time
+	demand   int64     // requests per unit of its rule; -1 until measured
+	stepped  int64     // the demand of its last step
+	shifted  time.Time // when its demand shifted, until its share settles
+	due      bool      // to be stepped now
 }
 
 // StreamRateLimitQuotas serves one Envoy's stream: its reports subscribe
-// buckets and report their use; every quarter TTL, and at once for a
-// bucket it subscribes, the stream is sent each bucket's assignment.
+// buckets and report their use; every quarter TTL, at once for a bucket
+// it subscribes, and at once for one whose demand shifts, the stream is
+// sent the buckets' assignments.
 func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	var raw [16]byte
 	rand.Read(raw[:])
@@ -107,12 +116,18 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 			}
 		}
 	}()
+	qm := q.metrics()
+	qm.streams.Inc()
 	domain := ""
 	buckets := map[string]*streamBucket{}
+	defer func() {
+		qm.streams.Dec()
+		qm.buckets.Sub(float64(len(buckets)))
+	}()
 	tick := time.NewTicker(q.opts.TTL / 4)
 	defer tick.Stop()
 	for {
-		var fresh []*streamBucket
+		var due []*streamBucket
 		select {
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
@@ -132,10 +147,9 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 			} else if m.GetDomain() != domain {
 				return status.Errorf(codes.InvalidArgument, "rlqs: the domain changed mid-stream, from %q to %q", domain, m.GetDomain())
 			}
-			var cfg *config.Config
-			if snap := q.svc.current.Load(); snap != nil {
-				cfg = snap.cfg
-			}
+			cfg, label := q.config(domain)
+			qm.reports.WithLabelValues(label).Inc()
+			now := time.Now()
 			for _, u := range m.GetBucketQuotaUsages() {
 				key, id, err := bucketKey(u.GetBucketId())
 				if err != nil {
@@ -146,24 +160,27 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 					if len(buckets) >= q.opts.MaxBuckets {
 						continue // past the stream's bound: left to no_assignment_behavior
 					}
-					b = &streamBucket{idKey: key, proto: u.GetBucketId(), last: time.Now()}
+					b = &streamBucket{idKey: key, proto: u.GetBucketId(), id: id, measured: now, demand: -1, stepped: -1}
 					buckets[key] = b
-					fresh = append(fresh, b)
+					qm.buckets.Inc()
+					due = markDue(due, b)
+					continue // its first report's counts precede any assignment
 				}
-				if cfg != nil {
-					b.rule, b.key = cfg.QuotaBucket(domain, id)
+				b.resolve(cfg, domain)
+				b.requests = min(b.requests+int64(min(u.GetNumRequestsAllowed(), maxReported))+int64(min(u.GetNumRequestsDenied(), maxReported)), maxReported)
+				if b.measure(now, q.opts.TTL/4) {
+					due = markDue(due, b)
 				}
-				b.requests += int64(u.GetNumRequestsAllowed() + u.GetNumRequestsDenied())
 			}
 		case <-tick.C:
 			for _, b := range buckets {
-				fresh = append(fresh, b)
+				due = markDue(due, b)
 			}
 		}
-		if len(fresh) == 0 {
+		if len(due) == 0 {
 			continue
 		}
-		resp, err := q.assign(ctx, domain, holder, fresh, buckets)
+		resp, err := q.assign(ctx, domain, holder, due, buckets)
 		if err != nil {
 			return err
 		}
@@ -175,35 +192,117 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 	}
 }
 
-// assign steps bs and returns their actions.
+// maxReported bounds the requests a report may count for a bucket, so
+// that sums cannot overflow.
+const maxReported = 1 << 40
+
+func markDue(due []*streamBucket, b *streamBucket) []*streamBucket {
+	if b.due {
+		return due
+	}
+	b.due = true
+	return append(due, b)
+}
+
+// resolve finds b's quota bucket in cfg.
+func (b *streamBucket) resolve(cfg *config.Config, domain string) {
+	b.rule, b.key = nil, ""
+	if cfg != nil {
+		b.rule, b.key = cfg.QuotaBucket(domain, b.id)
+	}
+}
+
+// measure takes b's demand from the requests reported since it was last
+// measured, once at least every has passed (reports may come faster
+// than Envoy's interval), and reports whether it shifted by more than an
+// eighth from that of b's last step: then b is stepped at once.
+func (b *streamBucket) measure(now time.Time, every time.Duration) bool {
+	elapsed := now.Sub(b.measured)
+	if b.rule == nil || elapsed < every {
+		return false
+	}
+	b.demand = int64(min(float64(b.requests)*float64(b.rule.Unit)/float64(elapsed), quotas.MaxDemand))
+	b.requests, b.measured = 0, now
+	if b.stepped >= 0 && 8*abs64(b.demand-b.stepped) <= b.stepped {
+		return false
+	}
+	if b.shifted.IsZero() {
+		b.shifted = now
+	}
+	return true
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// config is the configuration in use, if any, and domain's label.
+func (q *Quota) config(domain string) (*config.Config, string) {
+	snap := q.svc.current.Load()
+	if snap == nil {
+		return nil, ""
+	}
+	if !snap.cfg.HasDomain(domain) {
+		return snap.cfg, ""
+	}
+	return snap.cfg, snap.labels.domain(domain)
+}
+
+// metrics are the service's quota metrics, or ones registered nowhere.
+func (q *Quota) metrics() *quotaMetrics {
+	if m := q.svc.opts.Metrics; m != nil {
+		return &m.quota
+	}
+	return &q.unregistered
+}
+
+// assign steps bs, with the configuration in use, and returns their
+// actions.
 func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamBucket, all map[string]*streamBucket) (*rlqsv3.RateLimitQuotaResponse, error) {
 	resp := &rlqsv3.RateLimitQuotaResponse{}
+	cfg, label := q.config(domain)
+	qm := q.metrics()
 	now := time.Now()
 	for _, b := range bs {
+		b.due = false
+		b.resolve(cfg, domain)
 		if b.rule == nil {
 			resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.proto,
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 					AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 			})
+			qm.assignments.WithLabelValues(label, actionAbandon).Inc()
 			delete(all, b.idKey)
+			qm.buckets.Dec()
 			continue
 		}
 		r := b.rule.Rule()
-		demand := int64(-1)
-		if b.stepped {
-			elapsed := max(now.Sub(b.last).Milliseconds(), 1)
-			demand = b.requests * r.Unit / elapsed
-		}
-		g, err := q.steps.Step(ctx, "rlqs:"+domain+":"+b.key, r, quotas.Request{Holder: holder, Demand: demand,
+		g, err := q.steps.Step(ctx, "rlqs:"+domain+":"+b.key, r, quotas.Request{Holder: holder, Demand: b.demand,
 			TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()})
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "rlqs: %v", err)
 		}
-		b.requests, b.last, b.stepped = 0, now, true
+		b.stepped = b.demand
 		strategy := &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{
 			BlanketRule: typev3.RateLimitStrategy_DENY_ALL}}
+		switch g.Kind {
+		case quotas.Deny:
+			qm.assignments.WithLabelValues(label, actionDeny).Inc()
+		case quotas.Refresh:
+			qm.assignments.WithLabelValues(label, actionRefresh).Inc()
+			if !b.shifted.IsZero() {
+				qm.converge.WithLabelValues(label).Observe(now.Sub(b.shifted).Seconds())
+				b.shifted = time.Time{}
+			}
+		default:
+			qm.assignments.WithLabelValues(label, actionNew).Inc()
+		}
 		if g.Kind != quotas.Deny {
+			qm.share.WithLabelValues(label).Observe(float64(g.Hold.Rate) / float64(r.Rate))
 			strategy = &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{
 				TokenBucket: &typev3.TokenBucket{
 					MaxTokens:     uint32(g.Hold.Tokens),

@@ -3,13 +3,17 @@ package server
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
@@ -92,38 +96,48 @@ func (e *quotaEnvoy) report(domain string, elapsed time.Duration) *rlqsv3.RateLi
 	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{u}}
 }
 
-// runQuotaEnvoy runs one Envoy for d: demand requests per second, each
-// admission recorded in admitted.
-func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, demand float64, d, interval time.Duration, record func(time.Time)) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+// runQuotaEnvoy runs one Envoy from start to end (since the fleet's
+// start): demand requests per second, each admission recorded. When its
+// stream breaks, it opens a new one at its next report, as Envoy's filter
+// does, keeping its assignment until its TTL.
+func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, demand float64, begin time.Time, start, end, interval time.Duration, record func(time.Time)) {
+	time.Sleep(time.Until(begin.Add(start)))
+	ctx, cancel := context.WithDeadline(context.Background(), begin.Add(end))
 	defer cancel()
-	stream, err := client.StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Error(err)
-		return
-	}
 	e := &quotaEnvoy{id: map[string]string{"name": "global"}}
-	go func() {
-		for {
-			resp, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			now := time.Now()
-			for _, a := range resp.GetBucketAction() {
-				e.receive(a, now)
-			}
+	var stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
+	broken := make(chan struct{}, 1)
+	open := func() {
+		s, err := client.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			return
 		}
-	}()
+		stream = s
+		go func() {
+			for {
+				resp, err := s.Recv()
+				if err != nil {
+					broken <- struct{}{}
+					return
+				}
+				now := time.Now()
+				for _, a := range resp.GetBucketAction() {
+					e.receive(a, now)
+				}
+			}
+		}()
+	}
 	rng := rand.New(rand.NewPCG(uint64(demand), 3))
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	lastReport := time.Now()
+	var lastReport time.Time
 	var carry float64
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-broken:
+			stream = nil
 		case now := <-tick.C:
 			carry += demand / 1000 * (0.5 + rng.Float64())
 			for ; carry >= 1; carry-- {
@@ -131,15 +145,33 @@ func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, dema
 					record(now)
 				}
 			}
-			if !e.subscribed || now.Sub(lastReport) >= interval {
-				e.subscribed = true
-				if err := stream.Send(e.report("api", now.Sub(lastReport))); err != nil {
-					return
+			if lastReport.IsZero() || now.Sub(lastReport) >= interval {
+				if stream == nil {
+					open()
+				}
+				if stream != nil && stream.Send(e.report("api", now.Sub(lastReport))) != nil {
+					stream = nil
 				}
 				lastReport = now
 			}
 		}
 	}
+}
+
+// fleetEnvoy is one Envoy of a fleet: its share of the fleet's demand,
+// and when it runs.
+type fleetEnvoy struct {
+	weight      float64
+	start, stop time.Duration
+}
+
+// unevenFleet is 8 Envoys of demand 1:1:1:1:2:2:4:8, running for d.
+func unevenFleet(d time.Duration) []fleetEnvoy {
+	var es []fleetEnvoy
+	for _, w := range []float64{1, 1, 1, 1, 2, 2, 4, 8} {
+		es = append(es, fleetEnvoy{weight: w, stop: d})
+	}
+	return es
 }
 
 // TestQuotaFleetNeverPastTheBound runs 8 Envoys of uneven demand, twice a
@@ -151,46 +183,121 @@ func TestQuotaFleetNeverPastTheBound(t *testing.T) {
 		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{}))
 	})
 	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
-	quotaFleet(t, func(int) rlqsv3.RateLimitQuotaServiceClient { return client })
+	share := quotaFleet(t, unevenFleet(5*time.Second), func(int) rlqsv3.RateLimitQuotaServiceClient { return client })
+	t.Logf("8 Envoys admitted %.1f%% of the rate", 100*share)
 }
 
-// TestQuotaReplicasShareTheBound: the same fleet, its Envoys split
-// between two replicas that keep the buckets in one Redis.
+// quotaReplica is a replica of the quota service on a fixed address, on
+// one Redis, which can be stopped and started again.
+type quotaReplica struct {
+	t      *testing.T
+	addr   string
+	mu     sync.Mutex
+	g      *grpc.Server
+	redis  *redis.Client
+	prefix string
+}
+
+func (r *quotaReplica) start() {
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		r.t.Error(err)
+		return
+	}
+	r.addr = ln.Addr().String()
+	svc := New(memstore.New(), Options{})
+	if err := svc.SetConfig(loadConfig(r.t, rlqsConfig)); err != nil {
+		r.t.Error(err)
+	}
+	g := grpc.NewServer()
+	RegisterQuota(g, NewQuota(svc, &quotas.Redis{Client: r.redis, Prefix: r.prefix}, QuotaOptions{}))
+	go g.Serve(ln)
+	r.mu.Lock()
+	r.g = g
+	r.mu.Unlock()
+}
+
+func (r *quotaReplica) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.g.Stop()
+}
+
+// TestQuotaReplicasShareTheBound: 8 Envoys split between two replicas
+// that keep the buckets in one Redis; one Envoy joins at 1 s, one leaves
+// at 3 s, and replica 1 is stopped at 2 s and started again at 2.5 s, its
+// Envoys reconnecting. The fleet never admits past the rule's bound.
 func TestQuotaReplicasShareTheBound(t *testing.T) {
 	redisClient := redistest.Client(t)
 	prefix := redistest.Prefix(t)
+	var replicas [2]*quotaReplica
 	var clients [2]rlqsv3.RateLimitQuotaServiceClient
-	for i := range clients {
-		svc := newService(t, memstore.New(), rlqsConfig, Options{})
-		conn := startGRPCWith(t, svc, func(g *grpc.Server) {
-			RegisterQuota(g, NewQuota(svc, &quotas.Redis{Client: redisClient, Prefix: prefix}, QuotaOptions{}))
-		})
+	for i := range replicas {
+		r := &quotaReplica{t: t, addr: "127.0.0.1:0", redis: redisClient, prefix: prefix}
+		r.start()
+		t.Cleanup(r.stop)
+		replicas[i] = r
+		conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
 		clients[i] = rlqsv3.NewRateLimitQuotaServiceClient(conn)
 	}
-	quotaFleet(t, func(i int) rlqsv3.RateLimitQuotaServiceClient { return clients[i%2] })
+	const d = 5 * time.Second
+	fleet := unevenFleet(d)
+	fleet[2].start = time.Second
+	fleet[5].stop = 3 * time.Second
+	go func() {
+		time.Sleep(2 * time.Second)
+		replicas[1].stop()
+		time.Sleep(500 * time.Millisecond)
+		replicas[1].start()
+	}()
+	share := quotaFleet(t, fleet, func(i int) rlqsv3.RateLimitQuotaServiceClient { return clients[i%2] })
+	t.Logf("8 Envoys (one joining, one leaving, one replica restarted) admitted %.1f%% of the rate", 100*share)
 }
 
-// quotaFleet runs the fleet, Envoy i on client(i), and checks the bound.
-func quotaFleet(t *testing.T, client func(i int) rlqsv3.RateLimitQuotaServiceClient) {
+// quotaFleet runs the fleet, Envoy i on client(i), checks the bound, and
+// returns the share of the rate admitted.
+func quotaFleet(t *testing.T, fleet []fleetEnvoy, client func(i int) rlqsv3.RateLimitQuotaServiceClient) float64 {
 	var mu sync.Mutex
 	var times []time.Time
 	record := func(now time.Time) { mu.Lock(); times = append(times, now); mu.Unlock() }
-	const rate, d = 10000.0, 5 * time.Second
+	const rate = 10000.0
+	var sum float64
+	var d time.Duration
+	for _, e := range fleet {
+		sum += e.weight
+		d = max(d, e.stop)
+	}
+	begin := time.Now()
 	var wg sync.WaitGroup
-	for i, w := range []float64{1, 1, 1, 1, 2, 2, 4, 8} {
-		wg.Go(func() { runQuotaEnvoy(t, client(i), 2*rate*w/20, d, time.Second, record) })
+	for i, e := range fleet {
+		wg.Go(func() { runQuotaEnvoy(t, client(i), 2*rate*e.weight/sum, begin, e.start, e.stop, time.Second, record) })
 	}
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(times, time.Time.Compare)
-	level, last := rate, times[0]
+	level, last := rate, begin
 	for i, at := range times {
 		level = min(rate, level+rate*at.Sub(last).Seconds())
 		last = at
 		if level--; level < -1e-6 {
-			t.Fatalf("admission %d at %v: past the rule's bound (burst 10,000 + 10,000/s)", i, at.Sub(times[0]))
+			t.Fatalf("admission %d at %v: past the rule's bound (burst 10,000 + 10,000/s)", i, at.Sub(begin))
 		}
 	}
-	t.Logf("8 Envoys admitted %d in %v: %.1f%% of the rate", len(times), d, 100*float64(len(times))/(rate*d.Seconds()))
+	per := make([]int, int(d/time.Second))
+	for _, at := range times {
+		if s := int(at.Sub(begin) / time.Second); s < len(per) {
+			per[s]++
+		}
+	}
+	t.Logf("admitted per second: %v", per)
+	if len(times) < int(0.3*rate*d.Seconds()) {
+		t.Fatalf("the fleet admitted %d in %v: the bound holds only because the service assigns almost nothing", len(times), d)
+	}
+	return float64(len(times)) / (rate * d.Seconds())
 }

@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,4 +91,193 @@ func TestQuotaFirstReport(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a domain changed mid-stream: %v, want INVALID_ARGUMENT", err)
 	}
+}
+
+// countingSteps counts the steps of the buckets it steps.
+type countingSteps struct {
+	quotas.Memory
+	mu    sync.Mutex
+	steps int
+}
+
+func (c *countingSteps) Step(ctx context.Context, key string, r quotas.Rule, req quotas.Request) (quotas.Grant, error) {
+	c.mu.Lock()
+	c.steps++
+	c.mu.Unlock()
+	return c.Memory.Step(ctx, key, r, req)
+}
+
+func (c *countingSteps) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.steps
+}
+
+// openQuota opens a stream to a quota service of config yaml, its steps
+// counted, its metrics in m.
+func openQuota(t *testing.T, yaml string, m *Metrics) (*Service, *countingSteps, rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+	t.Helper()
+	svc := newService(t, memstore.New(), yaml, Options{Metrics: m})
+	steps := &countingSteps{}
+	conn := startGRPCWith(t, svc, func(g *grpc.Server) { RegisterQuota(g, NewQuota(svc, steps, QuotaOptions{})) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, steps, stream
+}
+
+// TestQuotaHostileStream: one stream reporting 100,000 buckets, then
+// reporting one of them a thousand times in a second. The stream is
+// answered for its first 1,000 buckets only; the service steps each bucket
+// once at its first report and then once per tick, however fast reports
+// come; and it keeps state for those 1,000 only.
+func TestQuotaHostileStream(t *testing.T) {
+	_, steps, stream := openQuota(t, "domain: api\nquota_buckets:\n  - bucket: {tenant: \"*\"}\n    rate_limit: {unit: second, requests_per_unit: 100}\n", nil)
+	const n = 100_000
+	var ids []map[string]string
+	for i := range n {
+		ids = append(ids, map[string]string{"tenant": fmt.Sprint(i)})
+	}
+	if err := stream.Send(report("api", ids...)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BucketAction) != 1000 {
+		t.Fatalf("%d actions for %d buckets, want 1,000, the stream's bound", len(resp.BucketAction), n)
+	}
+	if err := resp.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := steps.count(); got != 1000 {
+		t.Fatalf("%d steps for the first report, want 1,000", got)
+	}
+	if got := steps.Memory.Len(); got != 1000 {
+		t.Fatalf("state for %d buckets, want 1,000", got)
+	}
+	go func() { // drain
+		for {
+			if _, err := stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	for range 1000 {
+		if err := stream.Send(report("api", ids[0])); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	ticks := int(elapsed/(250*time.Millisecond)) + 1
+	// Each tick steps the 1,000 buckets; the fast reports may add one
+	// step per measurement of their bucket's demand, one per tick too.
+	if got, most := steps.count()-1000, ticks*1000+ticks; got > most {
+		t.Errorf("%d steps in %v of reports every millisecond, want at most %d: a tick's", got, elapsed, most)
+	}
+}
+
+// TestQuotaBucketRemoved: a reload that removes a quota bucket abandons it
+// in the Envoys that hold it, at the next tick.
+func TestQuotaBucketRemoved(t *testing.T) {
+	svc, _, stream := openQuota(t, rlqsConfig, nil)
+	if err := stream.Send(report("api", map[string]string{"name": "global"})); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Recv(); err != nil || resp.BucketAction[0].GetQuotaAssignmentAction() == nil {
+		t.Fatalf("%v, %v: want an assignment", resp, err)
+	}
+	if err := svc.SetConfig(loadConfig(t, "domain: api\nquota_buckets:\n  - bucket: {name: other}\n    rate_limit: {unit: second, requests_per_unit: 10}\n")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := resp.BucketAction[0]; a.GetAbandonAction() != nil {
+			return
+		}
+	}
+}
+
+// TestQuotaMetrics: a stream's buckets, reports, assignments, shares and
+// the time its share took to follow its demand, and its series retired
+// with its domain.
+func TestQuotaMetrics(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	svc, _, stream := openQuota(t, rlqsConfig, m)
+	bucket := map[string]string{"name": "global"}
+	if err := stream.Send(report("api", bucket, map[string]string{"name": "unknown"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// Its demand, 3,000/s, known from its second report on: its share
+	// moves from the start share to the whole, then settles.
+	for range 6 {
+		time.Sleep(300 * time.Millisecond)
+		u := report("api", bucket)
+		u.BucketQuotaUsages[0].NumRequestsAllowed = 900
+		if err := stream.Send(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := m.quota
+	for deadline := time.Now().Add(2 * time.Second); testutil.ToFloat64(q.reports.WithLabelValues("api")) < 7 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := testutil.ToFloat64(q.reports.WithLabelValues("api")); v != 7 {
+		t.Errorf("reports %v, want 7", v)
+	}
+	if v := testutil.ToFloat64(q.streams); v != 1 {
+		t.Errorf("streams %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(q.buckets); v != 1 {
+		t.Errorf("buckets %v, want 1 (the unknown one abandoned)", v)
+	}
+	for action, least := range map[string]float64{actionNew: 2, actionRefresh: 1, actionAbandon: 1} {
+		if v := testutil.ToFloat64(q.assignments.WithLabelValues("api", action)); v < least {
+			t.Errorf("%s assignments %v, want at least %v", action, v, least)
+		}
+	}
+	if h := histogram(t, q.share, "api"); h.GetSampleCount() < 3 || h.GetSampleSum() < 1 {
+		t.Errorf("shares: %v, want at least 3, one of them above 0.9 of the rate", h)
+	}
+	if h := histogram(t, q.converge, "api"); h.GetSampleCount() != 1 || h.GetSampleSum() > 1.5 {
+		t.Errorf("converge: %v, want once, within 1.5 s", h)
+	}
+	stream.CloseSend()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s, b := testutil.ToFloat64(q.streams), testutil.ToFloat64(q.buckets); s != 0 || b != 0 {
+		t.Errorf("after the stream ended: %v streams, %v buckets, want 0", s, b)
+	}
+	if err := svc.SetConfig(loadConfig(t, "domain: other\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(q.reports) + testutil.CollectAndCount(q.share); n != 0 {
+		t.Errorf("%d series of the removed domain stay", n)
+	}
+}
+
+// histogram is hv's histogram of domain.
+func histogram(t *testing.T, hv *prometheus.HistogramVec, domain string) *dto.Histogram {
+	t.Helper()
+	var out dto.Metric
+	if err := hv.WithLabelValues(domain).(prometheus.Metric).Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram()
 }

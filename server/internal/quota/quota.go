@@ -104,6 +104,7 @@ type holder struct {
 	prev      Hold
 	prevEnd   int64
 	demand    int64
+	known     bool // demand was reported, not estimated
 }
 
 // at is the hold h counts at time t.
@@ -185,18 +186,33 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 	}
 	own := h.at(now)
 	others := Hold{Tokens: held.Tokens - own.Tokens, Rate: held.Rate - own.Rate}
-	h.demand = min(req.Demand, MaxDemand)
-	if req.Demand < 0 {
-		h.demand = s.meanDemand(r, req.Holder)
-	}
-	var total int64
+	h.demand, h.known = max(min(req.Demand, MaxDemand), 0), req.Demand >= 0
+	// A holder whose demand is not known yet weighs the mean of the known.
+	var known, unknown int64
 	for _, o := range s.holders {
-		total += o.demand
+		if o.known {
+			known += o.demand
+		} else {
+			unknown++
+		}
+	}
+	n := int64(len(s.holders))
+	weight, total := h.demand, known
+	if unknown > 0 {
+		if known == 0 {
+			weight, total = 1, n
+		} else {
+			mean := known / (n - unknown)
+			if !h.known {
+				weight = mean
+			}
+			total = known + unknown*mean
+		}
 	}
 	assignable := r.Rate - Reserve(r.Rate)
-	target := assignable / int64(len(s.holders))
+	target := assignable / n
 	if total > 0 {
-		target = assignable * h.demand / total
+		target = assignable * weight / total
 	}
 	if req.Demand < 0 {
 		target = min(target, StartShare(r.Rate))
@@ -210,6 +226,10 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 	rate := min(target, assignable-others.Rate)
 	if rate < target {
 		s.short = now + req.TTL + req.Slack
+		if refreshable && rate <= h.cur.Rate {
+			// Growing, but not past what it holds: keep that.
+			return s.refresh(h, req, now)
+		}
 	}
 	tokens := min(max(1, ceilDiv(r.Burst*rate, Depth*r.Rate)), r.Burst-others.Tokens, s.Level/r.Unit)
 	if rate < 1 || tokens < 1 {
@@ -238,20 +258,15 @@ func (s *State) refresh(h *holder, req Request, now int64) Grant {
 	return Grant{Kind: Refresh, Hold: h.cur}
 }
 
-// meanDemand is a new holder's start weight: the mean demand of the
-// others, or the rule's rate when there are none.
-func (s *State) meanDemand(r Rule, except string) int64 {
-	var sum, n int64
-	for id, o := range s.holders {
-		if id != except {
-			sum += o.demand
-			n++
-		}
+// expires is when s, stepped at now, is as a new state would be: every
+// hold ended and the level refilled to the burst (the PEXPIRE of
+// quota.lua).
+func (s *State) expires(r Rule, now int64) int64 {
+	last := now
+	for _, h := range s.holders {
+		last = max(last, h.end, h.prevEnd)
 	}
-	if n == 0 || sum == 0 {
-		return r.Rate
-	}
-	return sum / n
+	return last + ceilDiv(r.Burst*r.Unit, r.Rate) + 1
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

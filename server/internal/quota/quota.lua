@@ -18,7 +18,8 @@ local rate, unit, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]
 local me, demand, ttl, slack = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 
 -- a holder: 1 tokens, 2 rate, 3 sent, 4 ttl, 5 end, 6 prev tokens,
--- 7 prev rate, 8 prev end, 9 demand
+-- 7 prev rate, 8 prev end, 9 demand, 10 whether it was reported (1)
+-- or estimated (0)
 local raw = redis.call('HGETALL', KEYS[1])
 local live, level, at, short = false, 0, 0, 0
 local hs, ids = {}, {}
@@ -73,26 +74,34 @@ level = math.min(level, (burst - heldT) * unit)
 
 local h = hs[me]
 if not h then
-  h = {0, 0, 0, 0, 0, 0, 0, 0, 0}
+  h = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
   hs[me] = h
   ids[#ids + 1] = me
 end
 local ownT, ownR = hold(h, now)
 local othersT, othersR = heldT - ownT, heldR - ownR
-h[9] = math.min(demand, 8388608)
-if demand < 0 then
-  local sum, n = 0, 0
-  for _, id in ipairs(ids) do
-    if id ~= me then sum, n = sum + hs[id][9], n + 1 end
-  end
-  if n == 0 or sum == 0 then h[9] = rate else h[9] = math.floor(sum / n) end
-end
-local total = 0
-for _, id in ipairs(ids) do total = total + hs[id][9] end
 local reserve = math.min(math.floor((rate + 19) / 20), rate - 1)
 local assignable = rate - reserve
-local target = math.floor(assignable / #ids)
-if total > 0 then target = math.floor(assignable * h[9] / total) end
+h[9], h[10] = math.max(math.min(demand, 8388608), 0), 1
+if demand < 0 then h[10] = 0 end
+-- A holder whose demand is not known yet weighs the mean of the known.
+local known, unknown = 0, 0
+for _, id in ipairs(ids) do
+  if hs[id][10] ~= 0 then known = known + hs[id][9] else unknown = unknown + 1 end
+end
+local n = #ids
+local weight, total = h[9], known
+if unknown > 0 then
+  if known == 0 then
+    weight, total = 1, n
+  else
+    local mean = math.floor(known / (n - unknown))
+    if demand < 0 then weight = mean end
+    total = known + unknown * mean
+  end
+end
+local target = math.floor(assignable / n)
+if total > 0 then target = math.floor(assignable * weight / total) end
 if demand < 0 then target = math.min(target, math.max(1, math.floor(assignable / 8))) end
 
 local kind = 1
@@ -101,6 +110,9 @@ local near = 8 * math.abs(target - h[2]) <= h[2]
 local out_rate = math.min(target, assignable - othersR)
 local out_tokens = 0
 if refreshable and near and (target >= h[2] or short <= now) then
+  kind = 2
+elseif out_rate < target and refreshable and out_rate <= h[2] then
+  short = now + ttl + slack
   kind = 2
 else
   if out_rate < target then short = now + ttl + slack end
@@ -129,7 +141,7 @@ end
 local last = now
 for _, id in ipairs(ids) do last = math.max(last, hs[id][5], hs[id][8]) end
 redis.call('HSET', KEYS[1], 'L', string.format('%d', level), 'A', string.format('%d', at),
-  'S', string.format('%d', short), 'h:' .. me, string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d', unpack(h)))
+  'S', string.format('%d', short), 'h:' .. me, string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d:%d', unpack(h)))
 redis.call('PEXPIRE', KEYS[1], string.format('%d', last - now + math.floor((burst * unit + rate - 1) / rate) + 1))
 if kind == 0 then return {0, 0, 0} end
 return {kind, h[1], h[2]}
