@@ -1,8 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -22,7 +25,8 @@ import (
 // file's, so a push costs about the memory of the file it stands for.
 //
 // A RateLimitConfig carries envoy's fields only: the extensions of the
-// YAML (algorithm, burst, period, rate_limits) cannot be pushed. No
+// YAML (algorithm, burst, period, rate_limits) cannot be pushed, except
+// quota buckets, which a descriptor of key QuotaBucketsKey carries. No
 // resource at all is a valid, empty configuration.
 func FromXDS(resources []*rlsconfv3.RateLimitConfig) (*Config, error) {
 	docs := make([]*parsed, len(resources))
@@ -32,28 +36,131 @@ func FromXDS(resources []*rlsconfv3.RateLimitConfig) (*Config, error) {
 			docs[i] = &parsed{name: name, errs: []error{&Error{File: name, Msg: fmt.Sprintf("resource %d is empty", i)}}}
 			continue
 		}
-		doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{xdsDocument(res)}}
-		docs[i] = parseDocument(name, doc)
+		root, fields, misplaced := xdsDocument(res)
+		docs[i] = parseDocument(name, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}})
+		for _, errs := range [][]error{docs[i].errs, docs[i].warnings} {
+			for _, err := range errs {
+				if e, ok := err.(*Error); ok {
+					e.Field = fields.proto(e.Field)
+				}
+			}
+		}
+		for _, at := range misplaced {
+			docs[i].errs = append(docs[i].errs, &Error{File: name, Field: at,
+				Msg: fmt.Sprintf("a %s descriptor holds quota buckets below it, and no value or rate_limit of its own", QuotaBucketsKey)})
+		}
 	}
 	return assemble(docs)
 }
 
-// resourceName is how errors name a resource: as Error.File.
-func resourceName(name string) string { return "RateLimitConfig " + strconv.Quote(name) }
+// QuotaBucketsKey is the key of a RateLimitConfig descriptor that holds
+// quota buckets (see QuotaBucket) rather than rules, as the resource has
+// no field for them. Each descriptor below it with a rate_limit is a
+// quota bucket, whose entries are the keys and values of the path to it;
+// a descriptor without a value matches any value, as "*" does in a file:
+//
+//	descriptors:
+//	  - key: ratekeeper.quota_buckets
+//	    descriptors:
+//	      - key: name
+//	        value: global
+//	        rate_limit: {unit: SECOND, requests_per_unit: 10000}
+//	      - key: tenant
+//	        rate_limit: {unit: MINUTE, requests_per_unit: 600}
+//
+// is the file's
+//
+//	quota_buckets:
+//	  - bucket: {name: global}
+//	    rate_limit: {unit: second, requests_per_unit: 10000}
+//	  - bucket: {tenant: "*"}
+//	    rate_limit: {unit: minute, requests_per_unit: 600}
+//
+// A RateLimitPolicy has no burst: it is requests_per_unit. envoyproxy/ratelimit,
+// given such a resource, reads it as a rule no request names.
+const QuotaBucketsKey = "ratekeeper.quota_buckets"
+
+// xdsFields maps the paths of the fields of a resource's document to
+// those of the resource, where they differ: its descriptors after a
+// QuotaBucketsKey one, and its quota buckets.
+type xdsFields map[string]string
+
+// proto is the resource's path of the document's field at path.
+func (f xdsFields) proto(path string) string {
+	list, rest, ok := strings.Cut(path, "]")
+	if !ok {
+		return path
+	}
+	if p, ok := f[list+"]"]; ok {
+		return p + rest
+	}
+	return path
+}
 
 // xdsDocument is resource as the nodes of the YAML document
-// envoyproxy/ratelimit turns it into (its ConfigXdsProtoToYaml). Fields at
-// their proto default are left out where envoy's loader treats an absent
-// key and a zero value alike, so that they raise no warning; strings are
-// quoted, so that they are read as strings whatever they hold.
-func xdsDocument(res *rlsconfv3.RateLimitConfig) *yaml.Node {
-	root := mapping()
+// envoyproxy/ratelimit turns it into (its ConfigXdsProtoToYaml), with
+// the quota buckets of its QuotaBucketsKey descriptors, the paths of the
+// fields that moved, and those of QuotaBucketsKey descriptors with a value
+// or a limit. Fields at their proto default are left out where
+// envoy's loader treats an absent key and a zero value alike, so that
+// they raise no warning; strings are quoted, so that they are read as
+// strings whatever they hold.
+func xdsDocument(res *rlsconfv3.RateLimitConfig) (root *yaml.Node, fields xdsFields, misplaced []string) {
+	root = mapping()
 	addStr(root, "domain", res.GetDomain())
-	if ds := res.GetDescriptors(); len(ds) > 0 {
-		add(root, "descriptors", xdsDescriptors(ds))
+	fields = xdsFields{}
+	var rules []*rlsconfv3.RateLimitDescriptor
+	buckets := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for i, d := range res.GetDescriptors() {
+		at := fmt.Sprintf("descriptors[%d]", i)
+		if d.GetKey() != QuotaBucketsKey {
+			fields[fmt.Sprintf("descriptors[%d]", len(rules))] = at
+			rules = append(rules, d)
+			continue
+		}
+		if d.GetValue() != "" || d.GetRateLimit() != nil {
+			misplaced = append(misplaced, at)
+		}
+		xdsQuotaBuckets(buckets, fields, at, nil, d.GetDescriptors())
 	}
-	return root
+	if len(rules) > 0 {
+		add(root, "descriptors", xdsDescriptors(rules))
+	}
+	if len(buckets.Content) > 0 {
+		add(root, "quota_buckets", buckets)
+	}
+	return root, fields, misplaced
 }
+
+// xdsQuotaBuckets adds the quota buckets of ds, below the entries of the
+// path at, to list.
+func xdsQuotaBuckets(list *yaml.Node, fields xdsFields, at string, entries []Entry, ds []*rlsconfv3.RateLimitDescriptor) {
+	for i, d := range ds {
+		p := fmt.Sprintf("%s.descriptors[%d]", at, i)
+		e := Entry{Key: d.GetKey(), Value: cmp.Or(d.GetValue(), "*")}
+		path := append(slices.Clip(entries), e)
+		if rl := d.GetRateLimit(); rl != nil {
+			fields[fmt.Sprintf("quota_buckets[%d]", len(list.Content))] = p
+			list.Content = append(list.Content, xdsQuotaBucket(path, rl))
+		}
+		xdsQuotaBuckets(list, fields, p, path, d.GetDescriptors())
+	}
+}
+
+// xdsQuotaBucket is a quota bucket of entries and limit p.
+func xdsQuotaBucket(entries []Entry, p *rlsconfv3.RateLimitPolicy) *yaml.Node {
+	m := mapping()
+	bucket := mapping()
+	for _, e := range entries {
+		addStr(bucket, e.Key, e.Value)
+	}
+	add(m, "bucket", bucket)
+	add(m, "rate_limit", xdsPolicy(p))
+	return m
+}
+
+// resourceName is how errors name a resource: as Error.File.
+func resourceName(name string) string { return "RateLimitConfig " + strconv.Quote(name) }
 
 func xdsDescriptors(ds []*rlsconfv3.RateLimitDescriptor) *yaml.Node {
 	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}

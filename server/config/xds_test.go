@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,6 +179,84 @@ func TestFromXDSStrings(t *testing.T) {
 		}
 		if w := c.Warnings(); len(w) > 0 {
 			t.Errorf("%q: warnings %v", s, w)
+		}
+	}
+}
+
+// TestFromXDSQuotaBuckets: the quota buckets of a QuotaBucketsKey
+// descriptor are those of the file it stands for, and the descriptors
+// beside it are the domain's rules.
+func TestFromXDSQuotaBuckets(t *testing.T) {
+	got, err := FromXDS([]*rlsconfv3.RateLimitConfig{{Name: "api", Domain: "api", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "user", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_MINUTE, 5)},
+		{Key: QuotaBucketsKey, Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "name", Value: "global", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_SECOND, 10000)},
+			{Key: "team", Value: "a", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+				{Key: "tenant", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 600, Name: "tenants"}},
+			}},
+		}},
+		{Key: "path", Value: "/x", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_HOUR, 1)},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, errs := loadYAML(t, `domain: api
+descriptors:
+  - {key: user, rate_limit: {unit: minute, requests_per_unit: 5}}
+  - {key: path, value: /x, rate_limit: {unit: hour, requests_per_unit: 1}}
+quota_buckets:
+  - bucket: {name: global}
+    rate_limit: {unit: second, requests_per_unit: 10000}
+  - bucket: {team: a, tenant: "*"}
+    rate_limit: {unit: minute, requests_per_unit: 600, name: tenants}
+`)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	strip := func(qs []*QuotaBucket) []QuotaBucket {
+		var out []QuotaBucket
+		for _, q := range qs {
+			c := *q
+			c.File, c.Line = "", 0
+			out = append(out, c)
+		}
+		return out
+	}
+	if g, w := strip(got.QuotaBuckets("api")), strip(want.QuotaBuckets("api")); !reflect.DeepEqual(g, w) {
+		t.Errorf("quota buckets:\n%+v\nwant\n%+v", g, w)
+	}
+	if g, w := len(got.Rules("api")), len(want.Rules("api")); g != w || g != 2 {
+		t.Errorf("%d rules, want %d", g, w)
+	}
+	if r := got.Lookup("api", []Entry{{Key: QuotaBucketsKey, Value: "x"}}); r != nil {
+		t.Errorf("the quota buckets' descriptor is a rule: %+v", r)
+	}
+}
+
+// TestFromXDSQuotaBucketErrors: errors in quota buckets, and in the
+// descriptors after them, name the resource's own fields.
+func TestFromXDSQuotaBucketErrors(t *testing.T) {
+	_, err := FromXDS([]*rlsconfv3.RateLimitConfig{{Name: "r", Domain: "d", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: QuotaBucketsKey, RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_SECOND, 1), Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "name", Value: "a", RateLimit: xdsLimit(rlsconfv3.RateLimitUnit_WEEK, 1)},
+			{Key: "name", Value: "b", RateLimit: &rlsconfv3.RateLimitPolicy{Unlimited: true}},
+		}},
+		{Key: "b", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "c", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 1}}}},
+	}}})
+	want := []string{
+		`RateLimitConfig "r": descriptors[0]: a ratekeeper.quota_buckets descriptor holds quota buckets below it, and no value or rate_limit of its own`,
+		`RateLimitConfig "r": descriptors[0].descriptors[0].rate_limit.unit:`,
+		`RateLimitConfig "r": descriptors[0].descriptors[1].rate_limit.unlimited:`,
+		`RateLimitConfig "r": descriptors[1].descriptors[0].rate_limit.unit: invalid rate limit unit 'UNKNOWN'`,
+	}
+	errs := Errors(err)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, w) }) {
+			t.Errorf("no error starting %s in\n%s", w, strings.Join(got, "\n"))
 		}
 	}
 }
