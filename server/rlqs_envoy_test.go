@@ -14,145 +14,36 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	quotas "github.com/ratekeeper/ratekeeper/server/internal/quota"
+	"github.com/ratekeeper/ratekeeper/server/internal/quotafilter"
 )
 
-// quotaEnvoy is one Envoy's rate limit quota filter, as its source
-// (global_client_impl.cc) behaves, for one bucket: the first request
-// subscribes (an immediate report) and is decided by
-// no_assignment_behavior, here deny_all; reports go every interval; a
-// token bucket assignment starts a new full bucket unless max_tokens and
-// tokens_per_fill are those of the bucket held, which is carried over; an
-// assignment lasts its TTL's whole seconds from receipt, then the bucket
-// reverts to no_assignment_behavior.
-type quotaEnvoy struct {
-	id              map[string]string
-	mu              sync.Mutex
-	has             bool
-	max             float64
-	rate            float64 // per second
-	tokens          float64
-	last            time.Time
-	ends            time.Time
-	allowed, denied uint64
-	subscribed      bool
-}
-
-func (e *quotaEnvoy) admit(now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.has && !now.Before(e.ends) {
-		e.has = false
-	}
-	ok := false
-	if e.has {
-		e.tokens = min(e.max, e.tokens+e.rate*now.Sub(e.last).Seconds())
-		e.last = now
-		if e.tokens >= 1 {
-			e.tokens--
-			ok = true
-		}
-	}
-	if ok {
-		e.allowed++
-	} else {
-		e.denied++
-	}
-	return ok
-}
-
-func (e *quotaEnvoy) receive(a *rlqsv3.RateLimitQuotaResponse_BucketAction, now time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	qa := a.GetQuotaAssignmentAction()
-	if qa == nil {
-		e.has = false
-		return
-	}
-	tb := qa.GetRateLimitStrategy().GetTokenBucket()
-	if tb == nil {
-		e.has = false
-		return
-	}
-	m, r := float64(tb.GetMaxTokens()), float64(tb.GetTokensPerFill().GetValue())/float64(int64(tb.GetFillInterval().AsDuration().Seconds()))
-	if !e.has || m != e.max || r != e.rate {
-		e.max, e.rate, e.tokens, e.last = m, r, m, now
-	}
-	e.has = true
-	e.ends = now.Add(time.Duration(qa.GetAssignmentTimeToLive().GetSeconds()) * time.Second)
-}
-
-func (e *quotaEnvoy) report(domain string, elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	u := &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: e.id},
-		NumRequestsAllowed: e.allowed, NumRequestsDenied: e.denied,
-		TimeElapsed: durationpb.New(elapsed.Truncate(time.Second))}
-	e.allowed, e.denied = 0, 0
-	return &rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{u}}
-}
-
-// runQuotaEnvoy runs one Envoy from start to end (since the fleet's
-// start): demand requests per second, each admission recorded. When its
-// stream breaks, it opens a new one at its next report, as Envoy's filter
-// does, keeping its assignment until its TTL.
-func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, demand float64, begin time.Time, start, end, interval time.Duration, record func(time.Time)) {
+// runQuotaEnvoy runs one Envoy's filter (quotafilter) from start to end
+// (since the fleet's begin): demand requests per second, each admission
+// recorded.
+func runQuotaEnvoy(client rlqsv3.RateLimitQuotaServiceClient, demand float64, begin time.Time, start, end time.Duration, record func(time.Time)) {
 	time.Sleep(time.Until(begin.Add(start)))
 	ctx, cancel := context.WithDeadline(context.Background(), begin.Add(end))
 	defer cancel()
-	e := &quotaEnvoy{id: map[string]string{"name": "global"}}
-	var stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
-	broken := make(chan struct{}, 1)
-	open := func() {
-		s, err := client.StreamRateLimitQuotas(ctx)
-		if err != nil {
-			return
-		}
-		stream = s
-		go func() {
-			for {
-				resp, err := s.Recv()
-				if err != nil {
-					broken <- struct{}{}
-					return
-				}
-				now := time.Now()
-				for _, a := range resp.GetBucketAction() {
-					e.receive(a, now)
-				}
-			}
-		}()
-	}
+	f := &quotafilter.Filter{Domain: "api", Bucket: map[string]string{"name": "global"}, Interval: time.Second}
+	go f.Run(ctx, client)
 	rng := rand.New(rand.NewPCG(uint64(demand), 3))
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	var lastReport time.Time
 	var carry float64
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-broken:
-			stream = nil
 		case now := <-tick.C:
 			carry += demand / 1000 * (0.5 + rng.Float64())
 			for ; carry >= 1; carry-- {
-				if e.admit(now) {
+				if f.Admit(now) {
 					record(now)
 				}
-			}
-			if lastReport.IsZero() || now.Sub(lastReport) >= interval {
-				if stream == nil {
-					open()
-				}
-				if stream != nil && stream.Send(e.report("api", now.Sub(lastReport))) != nil {
-					stream = nil
-				}
-				lastReport = now
 			}
 		}
 	}
@@ -275,7 +166,7 @@ func quotaFleet(t *testing.T, fleet []fleetEnvoy, client func(i int) rlqsv3.Rate
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i, e := range fleet {
-		wg.Go(func() { runQuotaEnvoy(t, client(i), 2*rate*e.weight/sum, begin, e.start, e.stop, time.Second, record) })
+		wg.Go(func() { runQuotaEnvoy(client(i), 2*rate*e.weight/sum, begin, e.start, e.stop, record) })
 	}
 	wg.Wait()
 	mu.Lock()
