@@ -12,7 +12,7 @@
 # under make check or a plain go test, each test binary builds its own.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test check check-race check-envoyit lint e2e demo server fuzz bench bench-service soak min-go
+.PHONY: test check check-race check-envoyit lint e2e demo server fuzz bench bench-service bench-rlqs soak min-go
 
 test:
 	./scripts/with-redis.sh ./scripts/with-binaries.sh $(MAKE) --no-print-directory check
@@ -98,6 +98,13 @@ bench:
 # rlsload's flags go in ARGS, as in make bench-service ARGS='-rounds 5'.
 bench-service:
 	./scripts/bench-service.sh $(ARGS)
+
+# The rate limit quota service (RLQS) against one rate limit service call
+# per request, at the same traffic: 8 simulated Envoys on one bucket of
+# 10,000/s (about 30 s; not part of make test). rlqsload's flags go in
+# ARGS, as in make bench-rlqs ARGS='-interval 2s'.
+bench-rlqs:
+	./scripts/bench-rlqs.sh $(ARGS)
 
 # The long runs, none of them part of make test:
 #   - internal/soak (which make test runs for a few seconds): a minute of

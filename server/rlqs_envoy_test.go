@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -30,23 +29,11 @@ func runQuotaEnvoy(client rlqsv3.RateLimitQuotaServiceClient, demand float64, be
 	defer cancel()
 	f := &quotafilter.Filter{Domain: "api", Bucket: map[string]string{"name": "global"}, Interval: time.Second}
 	go f.Run(ctx, client)
-	rng := rand.New(rand.NewPCG(uint64(demand), 3))
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var carry float64
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			carry += demand / 1000 * (0.5 + rng.Float64())
-			for ; carry >= 1; carry-- {
-				if f.Admit(now) {
-					record(now)
-				}
-			}
+	quotafilter.Offer(ctx, uint64(demand), func(time.Time) float64 { return demand }, func(now time.Time) {
+		if f.Admit(now) {
+			record(now)
 		}
-	}
+	})
 }
 
 // fleetEnvoy is one Envoy of a fleet: its share of the fleet's demand,

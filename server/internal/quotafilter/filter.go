@@ -20,6 +20,7 @@ package quotafilter
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -181,6 +182,26 @@ func (f *Filter) Run(ctx context.Context, client rlqsv3.RateLimitQuotaServiceCli
 			tick.Reset(interval)
 		case now := <-tick.C:
 			send(now)
+		}
+	}
+}
+
+// Offer calls do demand(t) times per second until ctx ends, on 1 ms
+// ticks, each tick's share jittered by ±50 % (seeded by seed).
+func Offer(ctx context.Context, seed uint64, demand func(time.Time) float64, do func(time.Time)) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	var carry float64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			carry += demand(now) / 1000 * (0.5 + rng.Float64())
+			for ; carry >= 1; carry-- {
+				do(now)
+			}
 		}
 	}
 }
