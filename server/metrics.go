@@ -103,6 +103,7 @@ const (
 	actionNew     = "new"
 	actionRefresh = "refresh"
 	actionDeny    = "deny_all"
+	actionAllow   = "allow_all"
 	actionAbandon = "abandon"
 )
 
@@ -122,7 +123,7 @@ func newQuotaMetrics() quotaMetrics {
 		}, []string{"domain"}),
 		assignments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekeeper_server_rlqs_assignments_total",
-			Help: "Bucket actions sent, by domain and action: new (a token bucket Envoy starts full), refresh (the same token bucket, its TTL restarted), deny_all (no free rate), abandon (a bucket no quota bucket matches).",
+			Help: "Bucket actions sent, by domain and action: new (a token bucket Envoy starts full), refresh (the same token bucket, its TTL restarted), deny_all (no free rate, or a bucket no quota bucket matches under -rlqs-unmatched=deny_all), allow_all (such a bucket under -rlqs-unmatched=allow_all), abandon (such a bucket by default).",
 		}, []string{"domain", "action"}),
 		share: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratekeeper_server_rlqs_share_ratio",

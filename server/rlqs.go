@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -39,6 +40,38 @@ type QuotaOptions struct {
 	Slack time.Duration
 	// MaxBuckets bounds the buckets one stream may hold: 1,000 when 0.
 	MaxBuckets int
+	// MaxStreams bounds the streams open at once: 10,000 when 0. A
+	// stream past it ends at once with RESOURCE_EXHAUSTED.
+	MaxStreams int
+	// Unmatched is the answer for a bucket id that no quota bucket
+	// matches: Abandon when "".
+	Unmatched Unmatched
+}
+
+// Unmatched is the answer for a bucket id that no quota bucket matches.
+type Unmatched string
+
+const (
+	// Abandon sends an abandon_action: Envoy forgets the bucket, and
+	// applies its no_assignment_behavior until a request subscribes it
+	// again.
+	Abandon Unmatched = "abandon"
+	// AllowAll assigns blanket_rule ALLOW_ALL, refreshed while the bucket
+	// is reported.
+	AllowAll Unmatched = "allow_all"
+	// DenyAll assigns blanket_rule DENY_ALL, refreshed while the bucket
+	// is reported.
+	DenyAll Unmatched = "deny_all"
+)
+
+// ParseUnmatched reads an Unmatched answer: abandon, allow_all or
+// deny_all.
+func ParseUnmatched(s string) (Unmatched, error) {
+	switch u := Unmatched(s); u {
+	case Abandon, AllowAll, DenyAll:
+		return u, nil
+	}
+	return "", fmt.Errorf("rlqs: unmatched buckets get %q: abandon, allow_all or deny_all", s)
 }
 
 // Quota is the rate limit quota service (envoy.service.rate_limit_quota.v3),
@@ -48,6 +81,7 @@ type Quota struct {
 	svc   *Service
 	steps Stepper
 	opts  QuotaOptions
+	open  atomic.Int64 // streams open
 	// unregistered are the metrics recorded when the service has none.
 	unregistered quotaMetrics
 }
@@ -64,6 +98,12 @@ func NewQuota(svc *Service, steps Stepper, opts QuotaOptions) *Quota {
 	}
 	if opts.MaxBuckets <= 0 {
 		opts.MaxBuckets = 1000
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 10_000
+	}
+	if opts.Unmatched == "" {
+		opts.Unmatched = Abandon
 	}
 	return &Quota{svc: svc, steps: steps, opts: opts, unregistered: newQuotaMetrics()}
 }
@@ -96,6 +136,10 @@ type streamBucket struct {
 // it subscribes, and at once for one whose demand shifts, the stream is
 // sent the buckets' assignments.
 func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	defer q.open.Add(-1)
+	if q.open.Add(1) > int64(q.opts.MaxStreams) {
+		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the most this service takes", q.opts.MaxStreams)
+	}
 	var raw [16]byte
 	rand.Read(raw[:])
 	holder := hex.EncodeToString(raw[:])
@@ -269,6 +313,16 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 	for _, b := range bs {
 		b.due = false
 		b.resolve(cfg, domain)
+		if b.rule == nil && q.opts.Unmatched != Abandon {
+			rule, action := typev3.RateLimitStrategy_ALLOW_ALL, actionAllow
+			if q.opts.Unmatched == DenyAll {
+				rule, action = typev3.RateLimitStrategy_DENY_ALL, actionDeny
+			}
+			resp.BucketAction = append(resp.BucketAction, q.assignment(b.proto, &typev3.RateLimitStrategy{
+				Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: rule}}))
+			qm.assignments.WithLabelValues(label, action).Inc()
+			continue
+		}
 		if b.rule == nil {
 			resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.proto,
@@ -310,16 +364,21 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 					FillInterval:  durationpb.New(b.rule.Unit),
 				}}}
 		}
-		resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
-			BucketId: b.proto,
-			BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
-				QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
-					AssignmentTimeToLive: durationpb.New(q.opts.TTL),
-					RateLimitStrategy:    strategy,
-				}},
-		})
+		resp.BucketAction = append(resp.BucketAction, q.assignment(b.proto, strategy))
 	}
 	return resp, nil
+}
+
+// assignment is the action assigning strategy to bucket id for the TTL.
+func (q *Quota) assignment(id *rlqsv3.BucketId, strategy *typev3.RateLimitStrategy) *rlqsv3.RateLimitQuotaResponse_BucketAction {
+	return &rlqsv3.RateLimitQuotaResponse_BucketAction{
+		BucketId: id,
+		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+			QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(q.opts.TTL),
+				RateLimitStrategy:    strategy,
+			}},
+	}
 }
 
 // bucketKey returns a bucket id's entries, and a key of them that does

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -280,4 +281,81 @@ func histogram(t *testing.T, hv *prometheus.HistogramVec, domain string) *dto.Hi
 		t.Fatal(err)
 	}
 	return out.GetHistogram()
+}
+
+// TestQuotaMaxStreams: a stream past MaxStreams ends at once with
+// RESOURCE_EXHAUSTED; one closing makes room.
+func TestQuotaMaxStreams(t *testing.T) {
+	svc := newService(t, memstore.New(), rlqsConfig, Options{})
+	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
+		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{MaxStreams: 2}))
+	})
+	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	subscribe := func() (rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, error) {
+		s, err := client.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(report("api", map[string]string{"name": "global"})); err != nil {
+			return nil, err
+		}
+		_, err = s.Recv()
+		return s, err
+	}
+	first, err := subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subscribe(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third stream: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	first.CloseSend()
+	for {
+		if _, err := first.Recv(); err != nil {
+			break
+		}
+	}
+	if _, err := subscribe(); err != nil {
+		t.Fatalf("a stream after one closed: %v", err)
+	}
+}
+
+// TestQuotaUnmatched: under Unmatched DenyAll or AllowAll, a bucket id
+// that matches nothing is assigned that blanket rule, and kept.
+func TestQuotaUnmatched(t *testing.T) {
+	for u, want := range map[Unmatched]typev3.RateLimitStrategy_BlanketRule{DenyAll: typev3.RateLimitStrategy_DENY_ALL, AllowAll: typev3.RateLimitStrategy_ALLOW_ALL} {
+		svc := newService(t, memstore.New(), rlqsConfig, Options{})
+		conn := startGRPCWith(t, svc, func(g *grpc.Server) {
+			RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{Unmatched: u}))
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(report("api", map[string]string{"other": "y"})); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the first answer, then a tick's
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := resp.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.BucketAction[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule(); got != want || len(resp.BucketAction) != 1 {
+				t.Fatalf("%s: %v, want %v", u, resp, want)
+			}
+		}
+	}
+	if _, err := ParseUnmatched("allow"); err == nil {
+		t.Error("ParseUnmatched(allow): no error")
+	}
 }

@@ -106,6 +106,12 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if s.rlqsOpts.Unmatched, err = server.ParseUnmatched(s.rlqsUnmatched); err != nil {
+		return err
+	}
+	if s.rlqsOpts.MaxStreams < 1 || s.rlqsOpts.MaxBuckets < 1 {
+		return fmt.Errorf("-rlqs-max-streams %d and -rlqs-max-buckets %d must each be at least 1", s.rlqsOpts.MaxStreams, s.rlqsOpts.MaxBuckets)
+	}
 	certError := certErrorLog(logger)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -185,7 +191,7 @@ func serve(ctx context.Context, s *settings, logger *slog.Logger) error {
 	g := grpc.NewServer(gopts...)
 	server.RegisterGRPC(g, svc)
 	if s.rlqs {
-		server.RegisterQuota(g, server.NewQuota(svc, st.quota, server.QuotaOptions{}))
+		server.RegisterQuota(g, server.NewQuota(svc, st.quota, s.rlqsOpts))
 	}
 	healthSrv := health.NewServer()
 	healthpb.RegisterHealthServer(g, healthSrv)

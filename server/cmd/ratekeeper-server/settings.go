@@ -44,6 +44,8 @@ type settings struct {
 	keyPrefix          string
 	shadow             bool
 	rlqs               bool // serve the rate limit quota service
+	rlqsOpts           server.QuotaOptions
+	rlqsUnmatched      string
 	headers            bool // the IETF RateLimit fields
 	limitHeaders       bool // envoy's three fields, under limitHeaderNames
 	limitHeaderNames   [3]string
@@ -175,6 +177,9 @@ func parseSettings(args []string, lookup func(string) (string, bool), stderr io.
 	fs.UintVar(&s.conns.grpcMaxStreams, "grpc-max-streams", s.conns.grpcMaxStreams, "most concurrent calls on one gRPC connection")
 	fs.StringVar(&s.keyPrefix, "key-prefix", s.keyPrefix, "`prefix` of every Redis key (envoy's CACHE_KEY_PREFIX)")
 	fs.BoolVar(&s.rlqs, "rlqs", s.rlqs, "serve envoy's rate limit quota service (RLQS), StreamRateLimitQuotas, on the gRPC listener, for the domains' quota_buckets")
+	fs.IntVar(&s.rlqsOpts.MaxStreams, "rlqs-max-streams", 10_000, "most RLQS streams open at once; more end with RESOURCE_EXHAUSTED")
+	fs.IntVar(&s.rlqsOpts.MaxBuckets, "rlqs-max-buckets", 1000, "most buckets one RLQS stream holds; more get no assignment")
+	fs.StringVar(&s.rlqsUnmatched, "rlqs-unmatched", "abandon", "the answer for a bucket id no quota bucket matches: abandon, allow_all or deny_all")
 	fs.BoolVar(&s.shadow, "shadow", s.shadow, "shadow mode for every rule: decide and count, but always answer OK (SHADOW_MODE)")
 	fs.BoolVar(&s.headers, "response-headers", s.headers, "add the IETF RateLimit and RateLimit-Policy header fields to responses, for Envoy to pass on")
 	fs.BoolVar(&s.limitHeaders, "limit-headers", s.limitHeaders, "add envoy's RateLimit-Limit, -Remaining and -Reset header fields (LIMIT_RESPONSE_HEADERS_ENABLED; names from LIMIT_*_HEADER)")
