@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,13 +16,18 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/server"
 	"github.com/ratekeeper/ratekeeper/server/config"
 	"github.com/ratekeeper/ratekeeper/server/internal/certs"
+	"github.com/ratekeeper/ratekeeper/server/internal/quota"
 	"github.com/ratekeeper/ratekeeper/server/internal/xdstest"
 	"github.com/ratekeeper/ratekeeper/server/xds"
 )
@@ -578,4 +584,48 @@ func TestKeepaliveFrozen(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("keepalive noticed a frozen stream, and its push was applied, after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestQuotaBucketsPushed: quota buckets pushed below a
+// config.QuotaBucketsKey descriptor are those the quota service assigns.
+func TestQuotaBucketsPushed(t *testing.T) {
+	t.Parallel()
+	h := start(t, xds.Options{})
+	h.srv.Set(node, "1", &rlsconfv3.RateLimitConfig{Name: "api", Domain: "api", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: config.QuotaBucketsKey, Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "name", Value: "global", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_SECOND, RequestsPerUnit: 800}},
+		}},
+	}})
+	h.waitVersion(t, "1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	server.RegisterQuota(g, server.NewQuota(h.svc, &quota.Memory{}, server.QuotaOptions{}))
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "api", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": "global"}}, TimeElapsed: durationpb.New(0)}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+	if want := uint32(quota.StartShare(800)); tb.GetTokensPerFill().GetValue() != want {
+		t.Fatalf("%v: want the start share of the pushed 800/s, %d", resp, want)
+	}
 }
