@@ -23,7 +23,7 @@ import (
 // runQuotaEnvoy runs one Envoy's filter (quotafilter) from start to end
 // (since the fleet's begin): demand requests per second, each admission
 // recorded.
-func runQuotaEnvoy(client rlqsv3.RateLimitQuotaServiceClient, demand float64, begin time.Time, start, end time.Duration, record func(time.Time)) {
+func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, demand float64, begin time.Time, start, end time.Duration, record func(time.Time)) {
 	time.Sleep(time.Until(begin.Add(start)))
 	ctx, cancel := context.WithDeadline(context.Background(), begin.Add(end))
 	defer cancel()
@@ -34,6 +34,9 @@ func runQuotaEnvoy(client rlqsv3.RateLimitQuotaServiceClient, demand float64, be
 			record(now)
 		}
 	})
+	if errs := f.Invalid(); len(errs) > 0 {
+		t.Errorf("%d messages of the service did not validate, the first: %v", len(errs), errs[0])
+	}
 }
 
 // fleetEnvoy is one Envoy of a fleet: its share of the fleet's demand,
@@ -153,7 +156,7 @@ func quotaFleet(t *testing.T, fleet []fleetEnvoy, client func(i int) rlqsv3.Rate
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i, e := range fleet {
-		wg.Go(func() { runQuotaEnvoy(client(i), 2*rate*e.weight/sum, begin, e.start, e.stop, record) })
+		wg.Go(func() { runQuotaEnvoy(t, client(i), 2*rate*e.weight/sum, begin, e.start, e.stop, record) })
 	}
 	wg.Wait()
 	mu.Lock()

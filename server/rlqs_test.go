@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -358,4 +360,97 @@ func TestQuotaUnmatched(t *testing.T) {
 	if _, err := ParseUnmatched("allow"); err == nil {
 		t.Error("ParseUnmatched(allow): no error")
 	}
+}
+
+// TestQuotaInvalidReports: a report without a domain, a bucket id of no
+// entries or of more than 32, or an entry over 256 bytes, ends the stream
+// with INVALID_ARGUMENT.
+func TestQuotaInvalidReports(t *testing.T) {
+	client := startQuota(t)
+	many := map[string]string{}
+	for i := range 33 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	for name, m := range map[string]*rlqsv3.RateLimitQuotaUsageReports{
+		"no domain":        report("", map[string]string{"name": "global"}),
+		"an empty id":      report("api", map[string]string{}),
+		"33 entries":       report("api", many),
+		"a 257-byte key":   report("api", map[string]string{strings.Repeat("k", 257): "v"}),
+		"a 257-byte value": report("api", map[string]string{"name": strings.Repeat("v", 257)}),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		stream, err := client.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+		_, err = stream.Recv()
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+		cancel()
+	}
+}
+
+// TestQuotaShareReturns: when one of two Envoys of equal demand
+// disconnects, its share returns to the other once the TTL and the slack
+// of its last assignment (sent at most 250 ms before it left) have
+// passed, and not before.
+func TestQuotaShareReturns(t *testing.T) {
+	client := startQuota(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bucket := map[string]string{"name": "global"}
+	var last [2]atomic.Uint32 // each Envoy's latest tokens_per_fill
+	var streams [2]rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
+	for i := range streams {
+		s, err := client.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = s
+		go func() {
+			for {
+				resp, err := s.Recv()
+				if err != nil {
+					return
+				}
+				last[i].Store(resp.BucketAction[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetTokensPerFill().GetValue())
+			}
+		}()
+	}
+	demand := func(s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+		u := report("api", bucket)
+		u.BucketQuotaUsages[0].NumRequestsAllowed = 6000 // 20,000/s over 300 ms
+		if err := s.Send(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assignable := uint32(10000 - quotas.Reserve(10000))
+	for range 8 { // 2.4 s: both at half
+		for _, s := range streams {
+			demand(s)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if a, b := last[0].Load(), last[1].Load(); a < assignable*4/10 || b < assignable*4/10 {
+		t.Fatalf("equal demands: shares %d and %d of %d", a, b, assignable)
+	}
+	streams[1].CloseSend()
+	left := time.Now()
+	var returned time.Duration
+	for time.Since(left) < 3*time.Second {
+		demand(streams[0])
+		time.Sleep(100 * time.Millisecond)
+		if last[0].Load() >= assignable*9/10 {
+			returned = time.Since(left)
+			break
+		}
+	}
+	if returned < time.Second || returned > 2500*time.Millisecond {
+		t.Fatalf("the share returned %v after the other Envoy left (now %d of %d), want after its TTL and slack (1.25 s), within 2.5 s", returned, last[0].Load(), assignable)
+	}
+	t.Logf("the share returned %v after the other Envoy left", returned)
 }

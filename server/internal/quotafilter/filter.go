@@ -47,6 +47,15 @@ type Filter struct {
 	subscribed      bool
 	subscribe       chan struct{}
 	once            sync.Once
+	invalid         []error
+}
+
+// Invalid returns the errors of the service's messages that did not
+// validate (go-control-plane's Validate), none if every one did.
+func (f *Filter) Invalid() []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.invalid
 }
 
 func (f *Filter) init() {
@@ -147,6 +156,11 @@ func (f *Filter) Run(ctx context.Context, client rlqsv3.RateLimitQuotaServiceCli
 					return
 				}
 				now := time.Now()
+				if err := resp.Validate(); err != nil {
+					f.mu.Lock()
+					f.invalid = append(f.invalid, err)
+					f.mu.Unlock()
+				}
 				for _, a := range resp.GetBucketAction() {
 					f.receive(a, now)
 				}
