@@ -59,6 +59,7 @@ func unevenFleet(d time.Duration) []fleetEnvoy {
 // 10,000/s rule in all, over real gRPC: an oracle replays every admission
 // through the rule's own token bucket, which never goes below zero.
 func TestQuotaFleetNeverPastTheBound(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, memstore.New(), rlqsConfig, Options{})
 	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
 		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{}))
@@ -109,6 +110,7 @@ func (r *quotaReplica) stop() {
 // at 3 s, and replica 1 is stopped at 2 s and started again at 2.5 s, its
 // Envoys reconnecting. The fleet never admits past the rule's bound.
 func TestQuotaReplicasShareTheBound(t *testing.T) {
+	t.Parallel()
 	redisClient := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	var replicas [2]*quotaReplica

@@ -48,6 +48,7 @@ func report(domain string, usages ...map[string]string) *rlqsv3.RateLimitQuotaUs
 // at once: a token bucket of the start share for a configured one, an
 // abandon action for one that matches nothing; every message validates.
 func TestQuotaFirstReport(t *testing.T) {
+	t.Parallel()
 	client := startQuota(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -138,6 +139,7 @@ func openQuota(t *testing.T, yaml string, m *Metrics) (*Service, *countingSteps,
 // once at its first report and then once per tick, however fast reports
 // come; and it keeps state for those 1,000 only.
 func TestQuotaHostileStream(t *testing.T) {
+	t.Parallel()
 	_, steps, stream := openQuota(t, "domain: api\nquota_buckets:\n  - bucket: {tenant: \"*\"}\n    rate_limit: {unit: second, requests_per_unit: 100}\n", nil)
 	const n = 100_000
 	var ids []map[string]string
@@ -189,6 +191,7 @@ func TestQuotaHostileStream(t *testing.T) {
 // TestQuotaBucketRemoved: a reload that removes a quota bucket abandons it
 // in the Envoys that hold it, at the next tick.
 func TestQuotaBucketRemoved(t *testing.T) {
+	t.Parallel()
 	svc, _, stream := openQuota(t, rlqsConfig, nil)
 	if err := stream.Send(report("api", map[string]string{"name": "global"})); err != nil {
 		t.Fatal(err)
@@ -288,6 +291,7 @@ func histogram(t *testing.T, hv *prometheus.HistogramVec, domain string) *dto.Hi
 // TestQuotaMaxStreams: a stream past MaxStreams ends at once with
 // RESOURCE_EXHAUSTED; one closing makes room.
 func TestQuotaMaxStreams(t *testing.T) {
+	t.Parallel()
 	svc := newService(t, memstore.New(), rlqsConfig, Options{})
 	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
 		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{MaxStreams: 2}))
@@ -330,6 +334,7 @@ func TestQuotaMaxStreams(t *testing.T) {
 // TestQuotaUnmatched: under Unmatched DenyAll or AllowAll, a bucket id
 // that matches nothing is assigned that blanket rule, and kept.
 func TestQuotaUnmatched(t *testing.T) {
+	t.Parallel()
 	for u, want := range map[Unmatched]typev3.RateLimitStrategy_BlanketRule{DenyAll: typev3.RateLimitStrategy_DENY_ALL, AllowAll: typev3.RateLimitStrategy_ALLOW_ALL} {
 		svc := newService(t, memstore.New(), rlqsConfig, Options{})
 		conn := startGRPCWith(t, svc, func(g *grpc.Server) {
@@ -366,6 +371,7 @@ func TestQuotaUnmatched(t *testing.T) {
 // entries or of more than 32, or an entry over 256 bytes, ends the stream
 // with INVALID_ARGUMENT.
 func TestQuotaInvalidReports(t *testing.T) {
+	t.Parallel()
 	client := startQuota(t)
 	many := map[string]string{}
 	for i := range 33 {
