@@ -159,8 +159,9 @@ func TestQuotaHostileStream(t *testing.T) {
 	if err := resp.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := steps.count(); got != 1000 {
-		t.Fatalf("%d steps for the first report, want 1,000", got)
+	first := steps.count() // 1,000, and those of any tick since
+	if first < 1000 {
+		t.Fatalf("%d steps for the first report, want 1,000", first)
 	}
 	if got := steps.Memory.Len(); got != 1000 {
 		t.Fatalf("state for %d buckets, want 1,000", got)
@@ -180,10 +181,10 @@ func TestQuotaHostileStream(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	ticks := int(elapsed/(250*time.Millisecond)) + 1
+	ticks := int(elapsed/(250*time.Millisecond)) + 2
 	// Each tick steps the 1,000 buckets; the fast reports may add one
 	// step per measurement of their bucket's demand, one per tick too.
-	if got, most := steps.count()-1000, ticks*1000+ticks; got > most {
+	if got, most := steps.count()-first, ticks*1000+ticks; got > most {
 		t.Errorf("%d steps in %v of reports every millisecond, want at most %d: a tick's", got, elapsed, most)
 	}
 }
