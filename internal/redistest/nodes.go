@@ -32,11 +32,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for range n {
 		c.Masters = append(c.Masters, startClusterNode(t, "--cluster-require-full-coverage", "no"))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	first := c.Masters[0].Client()
+	var admins []*redis.Client
 	for i, m := range c.Masters {
 		admin := m.Client()
+		admins = append(admins, admin)
 		// Distinct epochs from the start, as redis-cli --cluster create
 		// sets them, rather than a collision for the nodes to resolve.
 		if err := admin.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
@@ -45,19 +47,34 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*16384/n, (i+1)*16384/n-1).Err(); err != nil {
 			t.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %v", m.Addr, err)
 		}
-		if i > 0 {
+	}
+	want := []string{"cluster_state:ok", "cluster_slots_assigned:16384", fmt.Sprintf("cluster_known_nodes:%d", n)}
+	// A node's handshake may time out on a loaded machine: MEET again,
+	// every second, until every node knows every other (or 30 s pass).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		for _, m := range c.Masters[1:] {
 			// The bus port too: the default is the node's port + 10000.
-			err := first.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", m.port, m.busPort()).Err()
-			if err != nil {
+			if err := first.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", m.port, m.busPort()).Err(); err != nil {
 				t.Fatalf("CLUSTER MEET %s: %v", m.Addr, err)
 			}
 		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			formed := true
+			for _, a := range admins {
+				_, ok := hasInfo(a, "cluster", want)
+				formed = formed && ok
+			}
+			if formed {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			for _, m := range c.Masters {
+				m.waitInfo("cluster", want...) // fails with the node's view
+			}
+			return c
+		}
 	}
-	for _, m := range c.Masters {
-		m.waitInfo("cluster", "cluster_state:ok", "cluster_slots_assigned:16384",
-			fmt.Sprintf("cluster_known_nodes:%d", n))
-	}
-	return c
 }
 
 // startClusterNode starts a private redis-server in cluster mode, with

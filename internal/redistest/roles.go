@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // StartReplica starts a private redis-server replicating master, and waits
@@ -52,19 +54,27 @@ func (s *Server) waitInfo(section string, want ...string) {
 	c := s.Client()
 	var info string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var err error
-		if section == "cluster" {
-			info, err = c.ClusterInfo(ctx).Result()
-		} else {
-			info, err = c.Info(ctx, section).Result()
-		}
-		cancel()
-		if err == nil && hasLines(info, want) {
+		var ok bool
+		if info, ok = hasInfo(c, section, want); ok {
 			return
 		}
 	}
 	s.t.Fatalf("redis-server at %s: no %q within 10 s:\n%s", s.Addr, want, info)
+}
+
+// hasInfo returns INFO section of c's server (CLUSTER INFO for
+// "cluster"), and whether it holds every line of want.
+func hasInfo(c *redis.Client, section string, want []string) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var info string
+	var err error
+	if section == "cluster" {
+		info, err = c.ClusterInfo(ctx).Result()
+	} else {
+		info, err = c.Info(ctx, section).Result()
+	}
+	return info, err == nil && hasLines(info, want)
 }
 
 // hasLines reports whether every line of want is a line of info.
