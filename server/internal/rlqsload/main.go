@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -38,6 +39,7 @@ func main() {
 	dur := flag.Duration("dur", 12*time.Second, "each run's length")
 	rate := flag.Float64("rate", 10000, "the bucket's rate and burst, per second, as configured")
 	interval := flag.Duration("interval", time.Second, "the Envoys' reporting_interval")
+	tripleAt := flag.Duration("triple", 0, "when the first Envoy's demand triples (default: half the run); the Envoys report at whole intervals from the start, so a time just past one is the slowest to follow")
 	flag.Parse()
 	if *addr == "" {
 		fmt.Fprintln(os.Stderr, "rlqsload: -addr is required")
@@ -50,7 +52,7 @@ func main() {
 	}
 	defer conn.Close()
 	weights := []float64{1, 1, 1, 1, 2, 2, 4, 8}
-	triple := *dur / 2
+	triple := cmp.Or(*tripleAt, *dur/2)
 
 	cpu0 := processCPU(*pid)
 	q := runQuota(rlqsv3.NewRateLimitQuotaServiceClient(conn), weights, *rate, *dur, triple, *interval)
