@@ -299,6 +299,7 @@ func TestServeInProcess(t *testing.T) {
 	for _, want := range []string{
 		`ratekeeper_server_decisions_total{domain="web",outcome="ok",rule="user"}`,
 		`ratekeeper_server_config_generation 1`,
+		`ratekeeper_server_rlqs_streams 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -10,6 +10,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -41,6 +42,29 @@ func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
 		t.Fatalf("not TLS: %T", p.AuthInfo)
 	}
 	return info.State.PeerCertificates[0].SerialNumber.String(), nil
+}
+
+// askQuotaTLS opens a rate limit quota stream over a new TLS connection to
+// addr and waits for its first answer.
+func askQuotaTLS(t *testing.T, addr string, config *tls.Config) error {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(config)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "web", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": "any"}}}}}); err != nil {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
 }
 
 // tlsConfigFile writes oneConfig for the TLS tests.
@@ -128,6 +152,9 @@ func TestGRPCMutualTLS(t *testing.T) {
 				_, err := askTLS(t, s.grpc, config)
 				if tc.ok != (err == nil) {
 					t.Errorf("%s: %v, want ok=%v", tc.name, err, tc.ok)
+				}
+				if err := askQuotaTLS(t, s.grpc, config); tc.ok != (err == nil) {
+					t.Errorf("%s, the quota service: %v, want ok=%v", tc.name, err, tc.ok)
 				}
 			}
 			if _, err := s.ask(t, "web", "user", "u"); err == nil {
