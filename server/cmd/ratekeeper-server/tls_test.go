@@ -9,8 +9,8 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -18,19 +18,26 @@ import (
 	"github.com/ratekeeper/ratekeeper/server/internal/certs/certstest"
 )
 
-// askTLS makes one ShouldRateLimit call over a new TLS connection to
-// addr, and returns the serial number of the server's certificate.
-func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
+// dialTLS is a new TLS connection to addr, a context for its calls, and
+// the function that ends both.
+func dialTLS(t *testing.T, addr string, config *tls.Config) (*grpc.ClientConn, context.Context, func()) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(config)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	return conn, ctx, func() { cancel(); conn.Close() }
+}
+
+// askTLS makes one ShouldRateLimit call over a new TLS connection to
+// addr, and returns the serial number of the server's certificate.
+func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
+	t.Helper()
+	conn, ctx, done := dialTLS(t, addr, config)
+	defer done()
 	var p peer.Peer
-	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+	_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
 		Domain:      "web",
 		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}},
 	}, grpc.Peer(&p))
@@ -48,13 +55,8 @@ func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
 // addr and waits for its first answer.
 func askQuotaTLS(t *testing.T, addr string, config *tls.Config) error {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(config)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	conn, ctx, done := dialTLS(t, addr, config)
+	defer done()
 	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
 	if err != nil {
 		return err
