@@ -19,6 +19,9 @@ type request struct {
 	one [1]part
 	// now is the time to decide at, in microseconds, or serverClock.
 	now int64
+	// skew is the expiry slack of a supplied now, in milliseconds
+	// (WithClockSkew); 0 is the default.
+	skew int
 	// mode is what the request does with its cost: the same for every
 	// policy of an All or a DecideAll, unless modes says otherwise.
 	mode driver.Mode
@@ -61,6 +64,9 @@ func (r *request) appendParts(spec *driver.ValidSpec, n int64) {
 func (r *request) clock() (now any, slack int) {
 	if r.now == serverClock {
 		return "", serverClockSlack
+	}
+	if r.skew > 0 {
+		return r.now, r.skew
 	}
 	return r.now, suppliedClockSlack
 }

@@ -90,6 +90,11 @@ func TestArgv(t *testing.T) {
 	if got := two.args(); !reflect.DeepEqual(got, want) {
 		t.Errorf("single.lua on a supplied clock: %v, want %v", got, want)
 	}
+	skewed := New(nil, WithClock(time.Now), WithClockSkew(90*time.Second+time.Microsecond))
+	want[2] = 90_001 // rounded up to a millisecond
+	if got := skewed.call(context.Background(), tbAlg, "k", tb, 0, driver.Check, at).args(); !reflect.DeepEqual(got, want) {
+		t.Errorf("single.lua on a supplied clock skewed by 90 s: %v, want %v", got, want)
+	}
 	three := server.call(context.Background(), tbAlg, "j", tb, 1, driver.Charge, at)
 	want = []any{serverClockSlack, int64(3), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Take),
 		int64(1), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Charge)}

@@ -34,7 +34,7 @@ func (s *Store) Lease(ctx context.Context, key string, spec *driver.ValidSpec, r
 		return driver.LeaseGrant{}, fmt.Errorf("redisstore: lease of %q: %w", key, err)
 	}
 	c := &call{alg: alg.lease, keys: s.keys(key, spec), ctx: ctx,
-		req: request{now: s.clockOf(sent), lease: &req}}
+		req: request{now: s.clockOf(sent), skew: s.skew, lease: &req}}
 	c.req.parts = c.req.one[:0]
 	c.req.appendParts(spec, req.Min)
 	err = s.send(ctx, []*call{c})

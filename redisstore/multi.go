@@ -182,7 +182,7 @@ func (s *Store) multiGroups(reqs []driver.Request, sent time.Time, bySlot bool) 
 			}
 		}
 		if g == len(groups) {
-			groups = append(groups, multiGroup{call: &call{alg: allScript, req: request{now: s.clockOf(sent), mode: driver.Take}}})
+			groups = append(groups, multiGroup{call: &call{alg: allScript, req: request{now: s.clockOf(sent), skew: s.skew, mode: driver.Take}}})
 		}
 		mg := &groups[g]
 		mg.reqs = append(mg.reqs, i)

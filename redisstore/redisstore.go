@@ -55,6 +55,7 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	now       func() time.Time
+	skew      int // WithClockSkew, in milliseconds; 0 the default
 	pipeliner *pipeliner
 	denies    *denyCache // nil without a deny cache
 	breaker   *breaker   // nil for a cluster client
@@ -102,6 +103,16 @@ func WithKeyPrefix(prefix string) Option {
 // ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// WithClockSkew sets how far the clock of WithClock may lag the Redis
+// server's (default 1 s): Redis expires keys on its own clock, so each
+// key is kept that much longer than its state needs, lest it expire while
+// the supplied clock still finds it holding something. Keys then take as
+// much longer to vanish; decisions never change. A skew below a
+// millisecond counts as one. It has no effect without WithClock.
+func WithClockSkew(d time.Duration) Option {
+	return func(s *Store) { s.skew = int(max(1, (d+time.Millisecond-1)/time.Millisecond)) }
 }
 
 // WithAutoPipelining turns the coalescing of concurrent decisions into
@@ -285,7 +296,7 @@ func (s *Store) send(ctx context.Context, calls []*call) error {
 // mode, sent at sent.
 func (s *Store) call(ctx context.Context, alg *algorithm, key string, spec *driver.ValidSpec, n int64, mode driver.Mode, sent time.Time) *call {
 	c := &call{alg: alg, keys: s.keys(key, spec), ctx: ctx,
-		req: request{now: s.clockOf(sent), mode: mode}}
+		req: request{now: s.clockOf(sent), skew: s.skew, mode: mode}}
 	c.req.parts = c.req.one[:0]
 	if spec.NumParts() > 1 {
 		c.req.parts = make([]part, 0, spec.NumParts())

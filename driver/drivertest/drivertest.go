@@ -50,6 +50,7 @@
 package drivertest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -63,8 +64,19 @@ import (
 // returns a fresh store that reads its time from now: a clock Run moves
 // as its scenarios require, which begins at a fixed time in 2030. open may
 // skip the subtest (t.Skip) when its store is unavailable.
-func Run(t *testing.T, open func(t *testing.T, now func() time.Time) ratekeeper.Store) {
+//
+// A store whose keys expire on its backend's own clock, as Redis's do,
+// rather than on now, needs ExpiresOnBackendClock.
+func Run(t *testing.T, open func(t *testing.T, now func() time.Time) ratekeeper.Store, opts ...Option) {
 	ts := &suite{open: open}
+	for _, o := range opts {
+		o(ts)
+	}
+	if ts.margin > 0 {
+		ts.open = func(t *testing.T, now func() time.Time) ratekeeper.Store {
+			return open(t, expiryGuard(t.Errorf, now, ts.margin))
+		}
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(ts, t) })
 	}
@@ -72,7 +84,46 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) ratekeeper.
 
 // suite is a run of the suite over the stores of one open function.
 type suite struct {
-	open func(t *testing.T, now func() time.Time) ratekeeper.Store
+	open   func(t *testing.T, now func() time.Time) ratekeeper.Store
+	margin time.Duration // ExpiresOnBackendClock's; 0 without it
+}
+
+// An Option changes how Run checks a store.
+type Option func(*suite)
+
+// ExpiresOnBackendClock declares a store whose keys expire on its
+// backend's own clock (as Redis's do), which Run does not move, while its
+// decisions read now; the store keeps every key margin longer than its
+// state needs (redisstore's WithClockSkew). Run's clock jumps ahead and
+// steps back as its scenarios require, but a key written at one call
+// cannot then expire on the backend before its time on now unless more
+// than margin of real time passes before a later call. With this option,
+// a subtest fails once more than margin of real time has passed since
+// its store first read now, rather than lose state without a word; with
+// a margin of an hour, none does. Keys also outlive their state by
+// margin, so the store meets stale state where a key would have expired,
+// and must decide exactly as for a missing key.
+func ExpiresOnBackendClock(margin time.Duration) Option {
+	return func(ts *suite) { ts.margin = margin }
+}
+
+// expiryGuard is now, reporting to errorf, once, when more than margin of
+// real time has passed since its first read.
+func expiryGuard(errorf func(format string, args ...any), now func() time.Time, margin time.Duration) func() time.Time {
+	var mu sync.Mutex
+	var first time.Time
+	failed := false
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+		} else if age := time.Since(first); age > margin && !failed {
+			failed = true
+			errorf("drivertest: %v of real time since the store's first call, past the margin of %v by which its keys outlive their state on the backend's clock (ExpiresOnBackendClock): a key may have expired early", age, margin)
+		}
+		return now()
+	}
 }
 
 // cases are the suite's subtests.

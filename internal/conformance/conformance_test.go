@@ -1,8 +1,6 @@
 package conformance
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -40,16 +38,12 @@ func newMemstore(t *testing.T, now func() time.Time) ratekeeper.Store {
 
 // newRedisstore skips t when there is no test Redis.
 func newRedisstore(t *testing.T, now func() time.Time) ratekeeper.Store {
-	client := redistest.Client(t)
-	client.AddHook(persistHook{client})
-	return redisstore.New(client, redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now))
+	return redisstore.New(redistest.Client(t), redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now), redisstore.WithClockSkew(keySkew))
 }
 
 // newRedisClusterStore skips t when there is no test Redis Cluster.
 func newRedisClusterStore(t *testing.T, now func() time.Time) ratekeeper.Store {
-	client := redistest.ClusterClient(t)
-	client.AddHook(persistHook{client})
-	return redisstore.New(client, redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now))
+	return redisstore.New(redistest.ClusterClient(t), redisstore.WithKeyPrefix(testPrefix(t)), redisstore.WithClock(now), redisstore.WithClockSkew(keySkew))
 }
 
 // testPrefix is t's key prefix: unique to this run of t, or, in a child
@@ -61,63 +55,16 @@ func testPrefix(t *testing.T) string {
 	return redistest.Prefix(t)
 }
 
-// persistHook keeps the keys of scripts from expiring. Redis expires them
-// on its own clock, a second after the time at which the controlled clock
-// will find them full; a slow or stalled test run lags real time by more
-// than that, and its keys would vanish before they are full, which the
-// library never promises. So every script call goes out in one round trip
-// with a PERSIST of its keys. The scripts then meet stale state where a
-// key would have expired, and must decide exactly as for a missing key.
-// On a cluster, a key and its PERSIST share a slot, hence a node.
-type persistHook struct{ client redis.UniversalClient }
-
-func (persistHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (persistHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h persistHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		keys := scriptKeys(cmd)
-		if len(keys) == 0 {
-			return next(ctx, cmd)
-		}
-		// A pipeline goes through ProcessPipelineHook, not back here.
-		h.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Process(ctx, cmd)
-			for _, k := range keys {
-				p.Persist(ctx, k)
-			}
-			return nil
-		})
-		return cmd.Err()
-	}
-}
-
-// scriptKeys returns the keys of an EVAL, EVALSHA or FCALL command: its args are
-// the command, the script, the number of keys, and the keys.
-func scriptKeys(cmd redis.Cmder) []string {
-	if name := cmd.Name(); name != "eval" && name != "evalsha" && name != "fcall" {
-		return nil
-	}
-	args := cmd.Args()
-	if len(args) < 3 {
-		return nil
-	}
-	n, ok := args[2].(int)
-	if !ok || len(args) < 3+n {
-		return nil
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprint(args[3+i])
-	}
-	return keys
-}
+// keySkew is how much longer than their state needs the Redis stores keep
+// keys (redisstore.WithClockSkew): Redis expires them on its own clock,
+// and a slow or stalled run lags real time on the controlled clock, so
+// its keys would otherwise vanish before they are full, which the library
+// never promises. Stale state then stays where a key would have expired,
+// and the scripts must decide exactly as for a missing key.
+const keySkew = time.Hour
 
 // redisKeyFixture is a limiter on a redisstore with a controlled clock and
-// no persistHook, for tests that look at the Redis key of caller "k".
+// the default skew, for tests that look at the Redis key of caller "k".
 type redisKeyFixture struct {
 	client *redis.Client
 	clock  *testutil.Clock

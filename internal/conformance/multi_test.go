@@ -37,8 +37,8 @@ var (
 // two keys, repeats included. Each policy has keys of its own: policies
 // of one algorithm and name but different limits share a key's state, and
 // the stores then expire it at different times (memstore by the last
-// policy that took, Redis never, under persistHook). Requests take,
-// charge (some more than their policy admits at once), refund, or take
+// policy that took, Redis an hour after: keySkew). Requests take, charge
+// (some more than their policy admits at once), refund, or take
 // with ChargeOver. Batches that allow, that deny, and that hold a key's
 // state twice must all occur, as must debts, refunds, charges of a
 // ChargeOver and peeks denied by a debt, so that the comparison is not
