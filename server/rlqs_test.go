@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -460,4 +461,29 @@ func TestQuotaShareReturns(t *testing.T) {
 		t.Fatalf("the share returned %v after the other Envoy left (now %d of %d), want after its TTL and slack (1.25 s), within 2.5 s", returned, last[0].Load(), assignable)
 	}
 	t.Logf("the share returned %v after the other Envoy left", returned)
+}
+
+// TestQuotaRedisDown: a step that fails, as on a Redis that refuses
+// connections, ends the stream with UNAVAILABLE; Envoy then keeps its
+// assignments until their TTL and opens a new stream at its next report.
+func TestQuotaRedisDown(t *testing.T) {
+	t.Parallel()
+	svc := newService(t, memstore.New(), rlqsConfig, Options{})
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { down.Close() })
+	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
+		RegisterQuota(g, NewQuota(svc, &quotas.Redis{Client: down, Prefix: "rk:"}, QuotaOptions{}))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(report("api", map[string]string{"name": "global"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a step on a Redis that is down: %v, want UNAVAILABLE", err)
+	}
 }
