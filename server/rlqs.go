@@ -24,10 +24,10 @@ import (
 	quotas "github.com/ratekeeper/ratekeeper/server/internal/quota"
 )
 
-// Stepper steps quota buckets: quota.Redis, shared by replicas, or
-// quota.Memory.
+// Stepper steps quota buckets, a stream's due ones at once: quota.Redis,
+// shared by replicas, in one round trip, or quota.Memory.
 type Stepper interface {
-	Step(ctx context.Context, key string, r quotas.Rule, req quotas.Request) (quotas.Grant, error)
+	StepAll(ctx context.Context, steps []quotas.Step) ([]quotas.Grant, error)
 }
 
 // QuotaOptions configure the rate limit quota service.
@@ -303,27 +303,23 @@ func (q *Quota) metrics() *quotaMetrics {
 	return &q.unregistered
 }
 
-// assign steps bs, with the configuration in use, and returns their
-// actions.
+// assign steps bs, with the configuration in use, in one call of the
+// stepper, and returns their actions.
 func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamBucket, all map[string]*streamBucket) (*rlqsv3.RateLimitQuotaResponse, error) {
 	resp := &rlqsv3.RateLimitQuotaResponse{}
 	cfg, label := q.config(domain)
 	qm := q.metrics()
-	now := time.Now()
+	var stepped []*streamBucket
+	var steps []quotas.Step
 	for _, b := range bs {
 		b.due = false
 		b.resolve(cfg, domain)
-		if b.rule == nil && q.opts.Unmatched != Abandon {
-			rule, action := typev3.RateLimitStrategy_ALLOW_ALL, actionAllow
-			if q.opts.Unmatched == DenyAll {
-				rule, action = typev3.RateLimitStrategy_DENY_ALL, actionDeny
-			}
-			resp.BucketAction = append(resp.BucketAction, q.assignment(b.proto, &typev3.RateLimitStrategy{
-				Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: rule}}))
-			qm.assignments.WithLabelValues(label, action).Inc()
-			continue
-		}
-		if b.rule == nil {
+		switch {
+		case b.rule != nil:
+			stepped = append(stepped, b)
+			steps = append(steps, quotas.Step{Key: "rlqs:" + domain + ":" + b.key, Rule: b.rule.Rule(),
+				Request: quotas.Request{Holder: holder, Demand: b.demand, TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()}})
+		case q.opts.Unmatched == Abandon:
 			resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.proto,
 				BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{
@@ -332,14 +328,26 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 			qm.assignments.WithLabelValues(label, actionAbandon).Inc()
 			delete(all, b.idKey)
 			qm.buckets.Dec()
-			continue
+		default:
+			rule, action := typev3.RateLimitStrategy_ALLOW_ALL, actionAllow
+			if q.opts.Unmatched == DenyAll {
+				rule, action = typev3.RateLimitStrategy_DENY_ALL, actionDeny
+			}
+			resp.BucketAction = append(resp.BucketAction, q.assignment(b.proto, &typev3.RateLimitStrategy{
+				Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: rule}}))
+			qm.assignments.WithLabelValues(label, action).Inc()
 		}
-		r := b.rule.Rule()
-		g, err := q.steps.Step(ctx, "rlqs:"+domain+":"+b.key, r, quotas.Request{Holder: holder, Demand: b.demand,
-			TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()})
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "rlqs: %v", err)
-		}
+	}
+	if len(steps) == 0 {
+		return resp, nil
+	}
+	grants, err := q.steps.StepAll(ctx, steps)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "rlqs: %v", err)
+	}
+	now := time.Now()
+	for i, b := range stepped {
+		g, r := grants[i], steps[i].Rule
 		b.stepped = b.demand
 		strategy := &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{
 			BlanketRule: typev3.RateLimitStrategy_DENY_ALL}}

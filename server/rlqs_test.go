@@ -105,11 +105,11 @@ type countingSteps struct {
 	steps int
 }
 
-func (c *countingSteps) Step(ctx context.Context, key string, r quotas.Rule, req quotas.Request) (quotas.Grant, error) {
+func (c *countingSteps) StepAll(ctx context.Context, steps []quotas.Step) ([]quotas.Grant, error) {
 	c.mu.Lock()
-	c.steps++
+	c.steps += len(steps)
 	c.mu.Unlock()
-	return c.Memory.Step(ctx, key, r, req)
+	return c.Memory.StepAll(ctx, steps)
 }
 
 func (c *countingSteps) count() int {

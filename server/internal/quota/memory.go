@@ -59,6 +59,19 @@ func (m *Memory) Step(_ context.Context, key string, r Rule, req Request) (Grant
 	return g, nil
 }
 
+// StepAll makes steps, in order, and returns their grants.
+func (m *Memory) StepAll(ctx context.Context, steps []Step) ([]Grant, error) {
+	grants := make([]Grant, len(steps))
+	for i, st := range steps {
+		g, err := m.Step(ctx, st.Key, st.Rule, st.Request)
+		if err != nil {
+			return nil, err
+		}
+		grants[i] = g
+	}
+	return grants, nil
+}
+
 // Len is the number of buckets kept.
 func (m *Memory) Len() int {
 	m.mu.Lock()

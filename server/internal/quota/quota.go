@@ -89,6 +89,14 @@ type Request struct {
 	TTL, Slack int64
 }
 
+// Step is one step of a bucket, at key, under its rule: the input of
+// StepAll.
+type Step struct {
+	Key     string
+	Rule    Rule
+	Request Request
+}
+
 // Grant is a step's answer.
 type Grant struct {
 	Kind Kind

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
@@ -98,4 +101,44 @@ func TestNeverPastTheBoundOnRedis(t *testing.T) {
 		t.Fatal("past the bound")
 	}
 	t.Logf("the fleet admitted %.1f%% of the rate", 100*share)
+}
+
+// TestStepAll makes a round of steps over many buckets in one call, on one
+// server and on a Cluster, its script first flushed: the grants are the
+// model's, in order.
+func TestStepAll(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{"server": redistest.Client(t), "cluster": redistest.ClusterClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+			if cc, ok := client.(*redis.ClusterClient); ok {
+				if err := cc.ForEachMaster(ctx, flush); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := flush(ctx, client.(*redis.Client)); err != nil {
+				t.Fatal(err)
+			}
+			at := time.Now()
+			clock := func() time.Time { return at }
+			store := &Redis{Client: client, Prefix: redistest.Prefix(t), Now: clock}
+			model := &Memory{Now: clock}
+			r := Rule{Rate: 1000, Unit: 1000, Burst: 500}
+			for round := range 3 {
+				var steps []Step
+				for i := range 40 {
+					steps = append(steps, Step{Key: fmt.Sprint("bucket:", i%20), Rule: r,
+						Request: Request{Holder: fmt.Sprint(i % 3), Demand: int64(100*round + i), TTL: 1000, Slack: 250}})
+				}
+				got, err := store.StepAll(ctx, steps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := model.StepAll(ctx, steps)
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d: Redis %v, model %v", round, got, want)
+				}
+				at = at.Add(300 * time.Millisecond)
+			}
+		})
+	}
 }
