@@ -142,7 +142,7 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 	}
 	var raw [16]byte
 	rand.Read(raw[:])
-	holder := hex.EncodeToString(raw[:])
+	s := &quotaStream{q: q, holder: hex.EncodeToString(raw[:]), buckets: map[string]*streamBucket{}, metrics: q.metrics()}
 	reports := make(chan *rlqsv3.RateLimitQuotaUsageReports)
 	recvErr := make(chan error, 1)
 	ctx := stream.Context()
@@ -160,13 +160,10 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 			}
 		}
 	}()
-	qm := q.metrics()
-	qm.streams.Inc()
-	domain := ""
-	buckets := map[string]*streamBucket{}
+	s.metrics.streams.Inc()
 	defer func() {
-		qm.streams.Dec()
-		qm.buckets.Sub(float64(len(buckets)))
+		s.metrics.streams.Dec()
+		s.metrics.buckets.Sub(float64(len(s.buckets)))
 	}()
 	tick := time.NewTicker(q.opts.TTL / 4)
 	defer tick.Stop()
@@ -181,50 +178,19 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 		case <-ctx.Done():
 			return ctx.Err()
 		case m := <-reports:
-			// Not m.Validate(): Envoy's first report of a bucket has a
-			// time_elapsed of 0, which its own validation refuses.
-			if m.GetDomain() == "" {
-				return status.Error(codes.InvalidArgument, "rlqs: a report without a domain")
-			}
-			if domain == "" {
-				domain = m.GetDomain()
-			} else if m.GetDomain() != domain {
-				return status.Errorf(codes.InvalidArgument, "rlqs: the domain changed mid-stream, from %q to %q", domain, m.GetDomain())
-			}
-			cfg, label := q.config(domain)
-			qm.reports.WithLabelValues(label).Inc()
-			now := time.Now()
-			for _, u := range m.GetBucketQuotaUsages() {
-				key, id, err := bucketKey(u.GetBucketId())
-				if err != nil {
-					return status.Error(codes.InvalidArgument, err.Error())
-				}
-				b := buckets[key]
-				if b == nil {
-					if len(buckets) >= q.opts.MaxBuckets {
-						continue // past the stream's bound: left to no_assignment_behavior
-					}
-					b = &streamBucket{idKey: key, proto: u.GetBucketId(), id: id, measured: now, demand: -1, stepped: -1}
-					buckets[key] = b
-					qm.buckets.Inc()
-					due = markDue(due, b)
-					continue // its first report's counts precede any assignment
-				}
-				b.resolve(cfg, domain)
-				b.requests = min(b.requests+int64(min(u.GetNumRequestsAllowed(), maxReported))+int64(min(u.GetNumRequestsDenied(), maxReported)), maxReported)
-				if b.measure(now, q.opts.TTL/4) {
-					due = markDue(due, b)
-				}
+			var err error
+			if due, err = s.report(m); err != nil {
+				return err
 			}
 		case <-tick.C:
-			for _, b := range buckets {
+			for _, b := range s.buckets {
 				due = markDue(due, b)
 			}
 		}
 		if len(due) == 0 {
 			continue
 		}
-		resp, err := q.assign(ctx, domain, holder, due, buckets)
+		resp, err := s.assign(ctx, due)
 		if err != nil {
 			return err
 		}
@@ -234,6 +200,58 @@ func (q *Quota) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Stream
 			}
 		}
 	}
+}
+
+// quotaStream is one stream's state: its holder id in every bucket, its
+// domain (that of its first report) and its buckets.
+type quotaStream struct {
+	q       *Quota
+	holder  string
+	domain  string
+	buckets map[string]*streamBucket
+	metrics *quotaMetrics
+}
+
+// report takes a report's counts, and returns the buckets to step at
+// once: those it subscribes, and those whose demand shifted.
+func (s *quotaStream) report(m *rlqsv3.RateLimitQuotaUsageReports) ([]*streamBucket, error) {
+	// Not m.Validate(): Envoy's first report of a bucket has a
+	// time_elapsed of 0, which its own validation refuses.
+	if m.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rlqs: a report without a domain")
+	}
+	if s.domain == "" {
+		s.domain = m.GetDomain()
+	} else if m.GetDomain() != s.domain {
+		return nil, status.Errorf(codes.InvalidArgument, "rlqs: the domain changed mid-stream, from %q to %q", s.domain, m.GetDomain())
+	}
+	cfg, label := s.q.config(s.domain)
+	s.metrics.reports.WithLabelValues(label).Inc()
+	now := time.Now()
+	var due []*streamBucket
+	for _, u := range m.GetBucketQuotaUsages() {
+		key, id, err := bucketKey(u.GetBucketId())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		b := s.buckets[key]
+		if b == nil {
+			if len(s.buckets) >= s.q.opts.MaxBuckets {
+				continue // past the stream's bound: left to no_assignment_behavior
+			}
+			b = &streamBucket{idKey: key, proto: u.GetBucketId(), id: id, measured: now, demand: -1, stepped: -1}
+			s.buckets[key] = b
+			s.metrics.buckets.Inc()
+			due = markDue(due, b)
+			continue // its first report's counts precede any assignment
+		}
+		b.resolve(cfg, s.domain)
+		b.requests = min(b.requests+int64(min(u.GetNumRequestsAllowed(), maxReported))+int64(min(u.GetNumRequestsDenied(), maxReported)), maxReported)
+		if b.measure(now, s.q.opts.TTL/4) {
+			due = markDue(due, b)
+		}
+	}
+	return due, nil
 }
 
 // maxReported bounds the requests a report may count for a bucket, so
@@ -305,10 +323,12 @@ func (q *Quota) metrics() *quotaMetrics {
 
 // assign steps bs, with the configuration in use, in one call of the
 // stepper, and returns their actions.
-func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamBucket, all map[string]*streamBucket) (*rlqsv3.RateLimitQuotaResponse, error) {
+func (s *quotaStream) assign(ctx context.Context, bs []*streamBucket) (*rlqsv3.RateLimitQuotaResponse, error) {
+	q := s.q
 	resp := &rlqsv3.RateLimitQuotaResponse{}
+	domain := s.domain
 	cfg, label := q.config(domain)
-	qm := q.metrics()
+	qm := s.metrics
 	var stepped []*streamBucket
 	var steps []quotas.Step
 	for _, b := range bs {
@@ -318,7 +338,7 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 		case b.rule != nil:
 			stepped = append(stepped, b)
 			steps = append(steps, quotas.Step{Key: "rlqs:" + domain + ":" + b.key, Rule: b.rule.Rule(),
-				Request: quotas.Request{Holder: holder, Demand: b.demand, TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()}})
+				Request: quotas.Request{Holder: s.holder, Demand: b.demand, TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()}})
 		case q.opts.Unmatched == Abandon:
 			resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
 				BucketId: b.proto,
@@ -326,7 +346,7 @@ func (q *Quota) assign(ctx context.Context, domain, holder string, bs []*streamB
 					AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 			})
 			qm.assignments.WithLabelValues(label, actionAbandon).Inc()
-			delete(all, b.idKey)
+			delete(s.buckets, b.idKey)
 			qm.buckets.Dec()
 		default:
 			rule, action := typev3.RateLimitStrategy_ALLOW_ALL, actionAllow
