@@ -68,7 +68,23 @@ func TestAccuracy(t *testing.T) {
 	}
 	for _, a := range algorithms {
 		t.Run(a.name, func(t *testing.T) {
-			r := hammer(t, a.policy, dur)
+			var r run
+			for attempt := 1; ; attempt++ {
+				start := time.Now()
+				r = hammer(t, a.policy, dur)
+				drift := wallDrift(start)
+				if drift.Abs() <= time.Millisecond {
+					break
+				}
+				// Redis reads the wall clock and the check the monotonic one,
+				// which the check takes to run at one rate: a step of the
+				// wall clock (a paused virtual machine set right on resume)
+				// voids the run, not the limiter.
+				if attempt == 3 {
+					t.Skipf("the wall clock moved %v against the monotonic one in each of 3 runs: the check cannot tell Redis's time", drift)
+				}
+				t.Logf("the wall clock moved %v against the monotonic one during the run: running it again", drift)
+			}
 			if r.errors > 0 {
 				t.Fatalf("%d of %d decisions failed; the first: %v", r.errors, r.decisions, r.firstErr)
 			}
@@ -97,6 +113,13 @@ func TestAccuracy(t *testing.T) {
 		})
 	}
 	t.Logf("summary:\n%s", strings.Join(rows, "\n"))
+}
+
+// wallDrift is how far the wall clock, which Redis reads, has moved
+// against the monotonic one since start.
+func wallDrift(start time.Time) time.Duration {
+	now := time.Now()
+	return now.Round(0).Sub(start.Round(0)) - now.Sub(start)
 }
 
 // run is what hammer saw.
