@@ -99,7 +99,8 @@ func WithKeyPrefix(prefix string) Option {
 // managed Redis that rejects TIME in scripts; all application servers
 // sharing a limit should then have synchronized clocks. A clock that lags
 // the one that last wrote a key admits nothing more for it (see
-// docs/operations.md). A time outside 1970 to 2200 is an error matching
+// docs/operations.md); keys still expire on Redis's clock (see
+// WithClockSkew). A time outside 1970 to 2200 is an error matching
 // ratekeeper.ErrInvalidTime.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
