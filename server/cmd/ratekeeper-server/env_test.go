@@ -100,6 +100,9 @@ func TestEnvoyEnvironment(t *testing.T) {
 	if resp, err := s.ask(t, "web", "user", "u"); err != nil || resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() != 1 {
 		t.Fatalf("RUNTIME_ROOT's configuration not served: %v %v", resp, err)
 	}
+	if err := askQuota(t, s.grpc); err != nil {
+		t.Errorf("the quota service in envoy's environment: %v", err)
+	}
 	resp, err := http.Get("http://" + prom + "/stats/prometheus")
 	if err != nil {
 		t.Fatal(err)

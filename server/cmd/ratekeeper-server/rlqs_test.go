@@ -13,28 +13,41 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// quotaRoundTrip opens a rate limit quota stream on conn, reports a
+// bucket of domain web, and waits for the first answer.
+func quotaRoundTrip(ctx context.Context, conn *grpc.ClientConn) error {
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "web", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": "any"}}}}}); err != nil {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
+}
+
+// askQuota is quotaRoundTrip over a new plaintext connection to addr.
+func askQuota(t *testing.T, addr string) error {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return quotaRoundTrip(ctx, conn)
+}
+
 // TestQuotaServiceFlag: the quota service is served by default and
 // refused (UNIMPLEMENTED) under -rlqs=false.
 func TestQuotaServiceFlag(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		s := start(t, "-config", tlsConfigFile(t), "-rlqs="+strconv.FormatBool(on))
-		conn, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-		if err == nil {
-			err = stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "web", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
-				{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": "any"}}}}})
-		}
-		if err == nil {
-			_, err = stream.Recv()
-		}
-		if got := status.Code(err); on && err != nil || !on && got != codes.Unimplemented {
+		if err := askQuota(t, s.grpc); on && err != nil || !on && status.Code(err) != codes.Unimplemented {
 			t.Errorf("-rlqs=%v: %v", on, err)
 		}
-		cancel()
-		conn.Close()
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -57,16 +56,7 @@ func askQuotaTLS(t *testing.T, addr string, config *tls.Config) error {
 	t.Helper()
 	conn, ctx, done := dialTLS(t, addr, config)
 	defer done()
-	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-	if err != nil {
-		return err
-	}
-	if err := stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "web", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
-		{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"name": "any"}}}}}); err != nil {
-		return err
-	}
-	_, err = stream.Recv()
-	return err
+	return quotaRoundTrip(ctx, conn)
 }
 
 // tlsConfigFile writes oneConfig for the TLS tests.
