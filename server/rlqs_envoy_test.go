@@ -60,11 +60,7 @@ func unevenFleet(d time.Duration) []fleetEnvoy {
 // through the rule's own token bucket, which never goes below zero.
 func TestQuotaFleetNeverPastTheBound(t *testing.T) {
 	t.Parallel()
-	svc := newService(t, memstore.New(), rlqsConfig, Options{})
-	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
-		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{}))
-	})
-	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	client := startQuota(t)
 	share := quotaFleet(t, unevenFleet(5*time.Second), func(int) rlqsv3.RateLimitQuotaServiceClient { return client })
 	t.Logf("8 Envoys admitted %.1f%% of the rate", 100*share)
 }

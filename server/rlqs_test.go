@@ -30,10 +30,31 @@ quota_buckets:
     rate_limit: {unit: second, requests_per_unit: 10000}
 `
 
+// quotaService starts a quota service of configuration yaml over gRPC,
+// stepping with steps, its metrics in m, and returns it and a client.
+func quotaService(t *testing.T, yaml string, steps Stepper, opts QuotaOptions, m *Metrics) (*Service, rlqsv3.RateLimitQuotaServiceClient) {
+	t.Helper()
+	svc := newService(t, memstore.New(), yaml, Options{Metrics: m})
+	conn := startGRPCWith(t, svc, func(g *grpc.Server) { RegisterQuota(g, NewQuota(svc, steps, opts)) })
+	return svc, rlqsv3.NewRateLimitQuotaServiceClient(conn)
+}
+
+// startQuota is a client of a quota service of rlqsConfig, in process.
 func startQuota(t *testing.T) rlqsv3.RateLimitQuotaServiceClient {
-	svc := newService(t, memstore.New(), rlqsConfig, Options{})
-	conn := startGRPCWith(t, svc, func(g *grpc.Server) { RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{})) })
-	return rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	_, client := quotaService(t, rlqsConfig, &quotas.Memory{}, QuotaOptions{}, nil)
+	return client
+}
+
+// openStream opens a stream on client, ended when t ends (or after 20 s).
+func openStream(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	stream, err := client.StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
 }
 
 func report(domain string, usages ...map[string]string) *rlqsv3.RateLimitQuotaUsageReports {
@@ -50,13 +71,7 @@ func report(domain string, usages ...map[string]string) *rlqsv3.RateLimitQuotaUs
 // abandon action for one that matches nothing; every message validates.
 func TestQuotaFirstReport(t *testing.T) {
 	t.Parallel()
-	client := startQuota(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stream, err := client.StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openStream(t, startQuota(t))
 	if err := stream.Send(report("api", map[string]string{"name": "global", "path": "/x"}, map[string]string{"other": "y"})); err != nil {
 		t.Fatal(err)
 	}
@@ -122,16 +137,9 @@ func (c *countingSteps) count() int {
 // counted, its metrics in m.
 func openQuota(t *testing.T, yaml string, m *Metrics) (*Service, *countingSteps, rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
 	t.Helper()
-	svc := newService(t, memstore.New(), yaml, Options{Metrics: m})
 	steps := &countingSteps{}
-	conn := startGRPCWith(t, svc, func(g *grpc.Server) { RegisterQuota(g, NewQuota(svc, steps, QuotaOptions{})) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc, steps, stream
+	svc, client := quotaService(t, yaml, steps, QuotaOptions{}, m)
+	return svc, steps, openStream(t, client)
 }
 
 // TestQuotaHostileStream: one stream reporting 100,000 buckets, then
@@ -294,11 +302,7 @@ func histogram(t *testing.T, hv *prometheus.HistogramVec, domain string) *dto.Hi
 // RESOURCE_EXHAUSTED; one closing makes room.
 func TestQuotaMaxStreams(t *testing.T) {
 	t.Parallel()
-	svc := newService(t, memstore.New(), rlqsConfig, Options{})
-	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
-		RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{MaxStreams: 2}))
-	})
-	client := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	_, client := quotaService(t, rlqsConfig, &quotas.Memory{}, QuotaOptions{MaxStreams: 2}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	subscribe := func() (rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, error) {
@@ -338,16 +342,8 @@ func TestQuotaMaxStreams(t *testing.T) {
 func TestQuotaUnmatched(t *testing.T) {
 	t.Parallel()
 	for u, want := range map[Unmatched]typev3.RateLimitStrategy_BlanketRule{DenyAll: typev3.RateLimitStrategy_DENY_ALL, AllowAll: typev3.RateLimitStrategy_ALLOW_ALL} {
-		svc := newService(t, memstore.New(), rlqsConfig, Options{})
-		conn := startGRPCWith(t, svc, func(g *grpc.Server) {
-			RegisterQuota(g, NewQuota(svc, &quotas.Memory{}, QuotaOptions{Unmatched: u}))
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, client := quotaService(t, rlqsConfig, &quotas.Memory{}, QuotaOptions{Unmatched: u}, nil)
+		stream := openStream(t, client)
 		if err := stream.Send(report("api", map[string]string{"other": "y"})); err != nil {
 			t.Fatal(err)
 		}
@@ -408,16 +404,11 @@ func TestQuotaInvalidReports(t *testing.T) {
 // passed, and not before.
 func TestQuotaShareReturns(t *testing.T) {
 	client := startQuota(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	bucket := map[string]string{"name": "global"}
 	var last [2]atomic.Uint32 // each Envoy's latest tokens_per_fill
 	var streams [2]rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
 	for i := range streams {
-		s, err := client.StreamRateLimitQuotas(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openStream(t, client)
 		streams[i] = s
 		go func() {
 			for {
@@ -468,18 +459,10 @@ func TestQuotaShareReturns(t *testing.T) {
 // assignments until their TTL and opens a new stream at its next report.
 func TestQuotaRedisDown(t *testing.T) {
 	t.Parallel()
-	svc := newService(t, memstore.New(), rlqsConfig, Options{})
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { down.Close() })
-	conn := startGRPCWith(t, svc, func(g *grpc.Server) {
-		RegisterQuota(g, NewQuota(svc, &quotas.Redis{Client: down, Prefix: "rk:"}, QuotaOptions{}))
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, client := quotaService(t, rlqsConfig, &quotas.Redis{Client: down, Prefix: "rk:"}, QuotaOptions{}, nil)
+	stream := openStream(t, client)
 	if err := stream.Send(report("api", map[string]string{"name": "global"})); err != nil {
 		t.Fatal(err)
 	}
