@@ -27,7 +27,7 @@ func runQuotaEnvoy(t *testing.T, client rlqsv3.RateLimitQuotaServiceClient, dema
 	time.Sleep(time.Until(begin.Add(start)))
 	ctx, cancel := context.WithDeadline(context.Background(), begin.Add(end))
 	defer cancel()
-	f := &quotafilter.Filter{Domain: "api", Bucket: map[string]string{"name": "global"}, Interval: time.Second}
+	f := quotafilter.New("api", map[string]string{"name": "global"}, time.Second)
 	go f.Run(ctx, client)
 	quotafilter.Offer(ctx, uint64(demand), func(time.Time) float64 { return demand }, func(now time.Time) {
 		if f.Admit(now) {

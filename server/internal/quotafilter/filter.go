@@ -28,14 +28,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Filter is one Envoy's filter for one bucket. Set its fields before
-// Run; Admit may be called from any goroutine.
+// Filter is one Envoy's filter for one bucket. Admit may be called from
+// any goroutine.
 type Filter struct {
-	Domain   string
-	Bucket   map[string]string
-	Interval time.Duration // reporting_interval; 1 s when 0
-	// OnAssign, if set, is called with each token bucket received: its
-	// tokens_per_fill per second and max_tokens.
+	domain   string
+	bucket   map[string]string
+	interval time.Duration
+	// OnAssign, if set before Run, is called with each token bucket
+	// received: its tokens_per_fill per second and max_tokens.
 	OnAssign func(at time.Time, rate, max float64)
 
 	mu              sync.Mutex
@@ -45,9 +45,14 @@ type Filter struct {
 	last, ends      time.Time
 	allowed, denied uint64
 	subscribed      bool
-	subscribe       chan struct{}
-	once            sync.Once
+	subscribe       chan struct{} // a first request's report, due
 	invalid         []error
+}
+
+// New is the filter of bucket in domain, reporting every interval
+// (reporting_interval).
+func New(domain string, bucket map[string]string, interval time.Duration) *Filter {
+	return &Filter{domain: domain, bucket: bucket, interval: interval, subscribe: make(chan struct{}, 1)}
 }
 
 // Invalid returns the errors of the service's messages that did not
@@ -58,14 +63,9 @@ func (f *Filter) Invalid() []error {
 	return f.invalid
 }
 
-func (f *Filter) init() {
-	f.once.Do(func() { f.subscribe = make(chan struct{}, 1) })
-}
-
 // Admit decides one request at now: whether the bucket's assignment
 // allows it.
 func (f *Filter) Admit(now time.Time) bool {
-	f.init()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.subscribed {
@@ -122,21 +122,17 @@ func (f *Filter) receive(a *rlqsv3.RateLimitQuotaResponse_BucketAction, now time
 func (f *Filter) report(elapsed time.Duration) *rlqsv3.RateLimitQuotaUsageReports {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u := &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: f.Bucket},
+	u := &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: f.bucket},
 		NumRequestsAllowed: f.allowed, NumRequestsDenied: f.denied,
 		TimeElapsed: durationpb.New(elapsed.Truncate(time.Second))}
 	f.allowed, f.denied = 0, 0
-	return &rlqsv3.RateLimitQuotaUsageReports{Domain: f.Domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{u}}
+	return &rlqsv3.RateLimitQuotaUsageReports{Domain: f.domain, BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{u}}
 }
 
 // Run keeps the filter's stream to client until ctx ends: a report at
 // the bucket's first request, then every Interval.
 func (f *Filter) Run(ctx context.Context, client rlqsv3.RateLimitQuotaServiceClient) {
-	f.init()
-	interval := f.Interval
-	if interval <= 0 {
-		interval = time.Second
-	}
+	interval := f.interval
 	var stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
 	broken := make(chan rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, 1)
 	open := func() {

@@ -114,7 +114,7 @@ func runQuota(client rlqsv3.RateLimitQuotaServiceClient, weights []float64, rate
 	var first []assigned
 	var wg sync.WaitGroup
 	for i, w := range weights {
-		f := &quotafilter.Filter{Domain: "api", Bucket: map[string]string{"name": "global"}, Interval: interval}
+		f := quotafilter.New("api", map[string]string{"name": "global"}, interval)
 		if i == 0 {
 			f.OnAssign = func(at time.Time, r, _ float64) { mu.Lock(); first = append(first, assigned{at, r}); mu.Unlock() }
 		}
@@ -207,7 +207,10 @@ func processCPU(pid int) float64 {
 		return 0
 	}
 	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3 on
+	if len(f) < 13 {
+		return 0
+	}
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) * 1e6 / 100 // USER_HZ
