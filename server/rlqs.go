@@ -118,7 +118,6 @@ const (
 type streamBucket struct {
 	idKey string // its key in the stream's buckets
 	proto *rlqsv3.BucketId
-	id    map[string]string
 	rule  *config.QuotaBucket
 	key   string
 	// requests are those reported (allowed + denied) since measured,
@@ -230,7 +229,7 @@ func (s *quotaStream) report(m *rlqsv3.RateLimitQuotaUsageReports) ([]*streamBuc
 	now := time.Now()
 	var due []*streamBucket
 	for _, u := range m.GetBucketQuotaUsages() {
-		key, id, err := bucketKey(u.GetBucketId())
+		key, err := bucketKey(u.GetBucketId())
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
@@ -239,7 +238,7 @@ func (s *quotaStream) report(m *rlqsv3.RateLimitQuotaUsageReports) ([]*streamBuc
 			if len(s.buckets) >= s.q.opts.MaxBuckets {
 				continue // past the stream's bound: left to no_assignment_behavior
 			}
-			b = &streamBucket{idKey: key, proto: u.GetBucketId(), id: id, measured: now, demand: -1, stepped: -1}
+			b = &streamBucket{idKey: key, proto: u.GetBucketId(), measured: now, demand: -1, stepped: -1}
 			s.buckets[key] = b
 			s.metrics.buckets.Inc()
 			due = markDue(due, b)
@@ -270,7 +269,7 @@ func markDue(due []*streamBucket, b *streamBucket) []*streamBucket {
 func (b *streamBucket) resolve(cfg *config.Config, domain string) {
 	b.rule, b.key = nil, ""
 	if cfg != nil {
-		b.rule, b.key = cfg.QuotaBucket(domain, b.id)
+		b.rule, b.key = cfg.QuotaBucket(domain, b.proto.GetBucket())
 	}
 }
 
@@ -409,17 +408,17 @@ func (q *Quota) assignment(id *rlqsv3.BucketId, strategy *typev3.RateLimitStrate
 	}
 }
 
-// bucketKey returns a bucket id's entries, and a key of them that does
-// not depend on their order.
-func bucketKey(id *rlqsv3.BucketId) (string, map[string]string, error) {
+// bucketKey returns a key of a bucket id's entries that does not depend
+// on their order.
+func bucketKey(id *rlqsv3.BucketId) (string, error) {
 	m := id.GetBucket()
 	if len(m) == 0 || len(m) > maxBucketEntries {
-		return "", nil, fmt.Errorf("rlqs: a bucket id of %d entries: 1 to %d", len(m), maxBucketEntries)
+		return "", fmt.Errorf("rlqs: a bucket id of %d entries: 1 to %d", len(m), maxBucketEntries)
 	}
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
 		if len(k) > maxBucketEntrySize || len(v) > maxBucketEntrySize {
-			return "", nil, fmt.Errorf("rlqs: a bucket id entry of %d and %d bytes: at most %d each", len(k), len(v), maxBucketEntrySize)
+			return "", fmt.Errorf("rlqs: a bucket id entry of %d and %d bytes: at most %d each", len(k), len(v), maxBucketEntrySize)
 		}
 		keys = append(keys, k)
 	}
@@ -428,7 +427,7 @@ func bucketKey(id *rlqsv3.BucketId) (string, map[string]string, error) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%d:%s%d:%s", len(k), k, len(m[k]), m[k])
 	}
-	return b.String(), m, nil
+	return b.String(), nil
 }
 
 // RegisterQuota registers q as envoy.service.rate_limit_quota.v3's
