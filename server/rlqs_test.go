@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
