@@ -8,6 +8,7 @@ import (
 	_ "time/tzdata" // the zones below, on a system without them
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
@@ -32,7 +33,7 @@ func TestCalendarWindows(t *testing.T) {
 	kolkata, lordHowe := zone(t, "Asia/Kolkata"), zone(t, "Australia/Lord_Howe")
 	cases := []struct {
 		name     string
-		calendar ratekeeper.Calendar
+		calendar driver.Period
 		loc      *time.Location
 		at       time.Time     // a request in the window
 		end      time.Time     // the window's end

@@ -29,7 +29,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	return ResultOf(l.spec, d)
+	return decisionResult(l.spec, d)
 }
 
 // Refund gives back up to n to key: a cost taken that should not count,
@@ -49,7 +49,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	return ResultOf(l.spec, d)
+	return decisionResult(l.spec, d)
 }
 
 // charger checks a charge's or a refund's input, gives back the key's

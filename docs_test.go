@@ -443,3 +443,16 @@ func TestNoReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestRootSurface keeps the root package's summary (`go doc -short`) to
+// at most 25 lines: the policies, the Limiter and what it returns. What
+// only stores, services and forms need belongs to driver and catalog.
+func TestRootSurface(t *testing.T) {
+	out, err := exec.Command("go", "doc", "-short", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go doc -short: %v\n%s", err, out)
+	}
+	if lines := strings.Count(string(out), "\n"); lines > 25 {
+		t.Errorf("go doc -short is %d lines, over 25:\n%s", lines, out)
+	}
+}

@@ -36,15 +36,12 @@ type FixedWindow struct {
 	// Calendar, if set, makes the windows calendar periods: Day, Week,
 	// Month or Year, in place of Window (which must then be 0) and
 	// Aligned.
-	Calendar Calendar
+	Calendar driver.Period
 	// Location is the time zone of calendar periods; nil is UTC. Zones
 	// are known by name: windows of different zones, or periods, never
 	// share a key's state.
 	Location *time.Location
 }
-
-// Calendar is the period of a calendar window (FixedWindow.Calendar).
-type Calendar = driver.Period
 
 // The calendar periods of FixedWindow.Calendar.
 const (
@@ -200,7 +197,7 @@ func stepFixedWindow(p driver.Params, st *state, now, n int64, mode driver.Mode)
 // one is among the bounds at now, else its end (no lease is of it).
 func fixedWindowAt(p driver.Params, st *state, now int64) (count, start, end int64) {
 	if p.Rate == driver.AlignCalendar {
-		b, _ := driver.CalendarBounds(p.Cost, now)
+		b, _ := driver.CalendarEnds(p.Cost, now)
 		start, end, _ = b.Pick(now)
 		if st.Live && now < st.V[1] {
 			count = st.V[0]

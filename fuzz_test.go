@@ -31,6 +31,7 @@ func FuzzTokenBucket(f *testing.F) {
 		if intervalMicros > 1<<40 { // Duration overflowed into a valid value
 			return
 		}
+		lim := testutil.LimiterOf(spec)
 		start := int64(1_900_000_000_000_000)
 		now := start
 		var st driver.State
@@ -51,7 +52,7 @@ func FuzzTokenBucket(f *testing.F) {
 			}
 			n := c % (capacity + 1)
 			before := st
-			res, _ := ratekeeper.ResultOf(spec, driver.Decision{Outcome: spec.Step(&st, now, n, driver.Take)})
+			res, _ := lim.ResultOf(driver.Decision{Outcome: spec.Step(&st, now, n, driver.Take)})
 			if res.Remaining < 0 || res.Remaining > float64(res.Limit) || res.Limit != capacity {
 				t.Fatalf("step %d: Remaining %v, Limit %d out of bounds", i/3, res.Remaining, res.Limit)
 			}

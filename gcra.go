@@ -39,7 +39,7 @@ func (p GCRA) Spec() (driver.Spec, error) {
 		return driver.Spec{}, err
 	}
 	if p.Rate > period {
-		return driver.Spec{}, boundError("GCRA", "Rate", BoundRate, float64(period), "%d per %v is more than one request per microsecond", p.Rate, p.Period)
+		return driver.Spec{}, boundError("GCRA", "Rate", driver.BoundRate, float64(period), "%d per %v is more than one request per microsecond", p.Rate, p.Period)
 	}
 	if err := checkLimit("GCRA", "Burst", p.Burst); err != nil {
 		return driver.Spec{}, err
@@ -60,7 +60,7 @@ func checkGCRA(s *driver.Spec) (int64, error) {
 		return 0, policyError(s.Algorithm, "", "burst %d does not match its limit %d", burst, s.Limit)
 	}
 	if interval <= 0 || interval > maxPeriodMicros/max(burst, 1) {
-		return 0, boundError("GCRA", "Burst", BoundPeriod, MaxPeriod.Seconds(), "of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
+		return 0, boundError("GCRA", "Burst", driver.BoundPeriod, MaxPeriod.Seconds(), "of %d requests %dµs apart spans more than %v", burst, interval, MaxPeriod)
 	}
 	return burst * interval, nil
 }

@@ -53,18 +53,18 @@ func (p LeakyBucket) Spec() (driver.Spec, error) {
 		return driver.Spec{}, rangeError("LeakyBucket", "Capacity", 1, MaxLeakyCapacity, p.Capacity)
 	}
 	if math.IsNaN(p.LeakRate) || math.IsInf(p.LeakRate, 0) || p.LeakRate <= 0 || p.LeakRate > MaxLimit {
-		bound, limit := BoundMax, float64(MaxLimit)
+		bound, limit := driver.BoundMax, float64(MaxLimit)
 		switch {
 		case math.IsNaN(p.LeakRate):
-			bound, limit = NoBound, 0
+			bound, limit = driver.NoBound, 0
 		case p.LeakRate <= 0:
-			bound, limit = BoundMin, 0
+			bound, limit = driver.BoundMin, 0
 		}
 		return driver.Spec{}, boundError("LeakyBucket", "LeakRate", bound, limit, "must be a positive finite number up to %d, got %v", MaxLimit, p.LeakRate)
 	}
 	unit, rate, ok := leakTicks(p.Capacity, p.LeakRate)
 	if !ok || ceilDiv(p.Capacity*unit, rate) > maxPeriodMicros+p.Capacity {
-		return driver.Spec{}, boundError("LeakyBucket", "LeakRate", BoundPeriod, MaxPeriod.Seconds(), "%v per second is too slow: a bucket of Capacity %d takes more than %v to drain (%v at most)",
+		return driver.Spec{}, boundError("LeakyBucket", "LeakRate", driver.BoundPeriod, MaxPeriod.Seconds(), "%v per second is too slow: a bucket of Capacity %d takes more than %v to drain (%v at most)",
 			p.LeakRate, p.Capacity, MaxPeriod, float64(p.Capacity)/MaxPeriod.Seconds())
 	}
 	return withWindow(driver.Spec{

@@ -210,7 +210,7 @@ func (le *leaser) allow(ctx context.Context, key string, n int64) (Result, error
 			if err != nil {
 				return Result{}, err
 			}
-			return ResultOf(le.spec, d)
+			return decisionResult(le.spec, d)
 		}
 		kl.mu.Lock()
 		if kl.gone {
@@ -276,7 +276,7 @@ func (le *leaser) renew(ctx context.Context, key string, kl *keyLease, n int64, 
 	g, err := le.store.Lease(ctx, key, le.spec, req)
 	var res Result
 	if err == nil {
-		res, err = ResultOf(le.spec, g.Decision)
+		res, err = decisionResult(le.spec, g.Decision)
 	}
 	kl.mu.Lock()
 	kl.renewing = nil

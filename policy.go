@@ -69,59 +69,16 @@ type PolicyError struct {
 	Field string
 	// Reason says why, such as "must be positive, got 0s".
 	Reason string
-	// Bound is the bound that Field broke; NoBound when the error is of
-	// another kind (a policy of the wrong form, a nil policy).
-	Bound Bound
+	// Bound is the bound that Field broke; driver.NoBound when the error
+	// is of another kind (a policy of the wrong form, a nil policy).
+	Bound driver.Bound
 	// Limit is the bound's value (not the field's), in the field's units
 	// as its Param has them, durations in seconds: 1 for a Capacity below
 	// 1, MaxLimit above it; 1e-6 for a RefillInterval finer than a
-	// microsecond, or a RefillRate finer than a millionth; for BoundRate,
-	// the largest Rate of the Period; for BoundPeriod, MaxPeriod.
+	// microsecond, or a RefillRate finer than a millionth; for
+	// driver.BoundRate, the largest Rate of the Period; for
+	// driver.BoundPeriod, MaxPeriod.
 	Limit float64
-}
-
-// A Bound is a kind of bound a policy's field must keep.
-type Bound int
-
-const (
-	// NoBound is the Bound of an error that is not about a bound.
-	NoBound Bound = iota
-	// BoundMin is broken by a field below its least value, Limit; a Limit
-	// of 0 means that the field must be above 0.
-	BoundMin
-	// BoundMax is broken by a field above its largest value, Limit.
-	BoundMax
-	// BoundResolution is broken by a field finer than it is counted in:
-	// a time that is not a whole number of microseconds, an amount that
-	// rounds to less than a millionth. Limit is the resolution.
-	BoundResolution
-	// BoundRate is broken by a GCRA of more than one request per
-	// microsecond of its Period; Limit is the largest Rate of that Period.
-	BoundRate
-	// BoundPeriod is broken by a policy that takes longer than MaxPeriod
-	// (Limit) to recover from empty: a token bucket's refill, a leaky
-	// bucket's drain, a GCRA's burst. Field is the one to change: a rate
-	// too slow, or a burst too large.
-	BoundPeriod
-)
-
-// String names the bound, as in "BoundMax".
-func (b Bound) String() string {
-	switch b {
-	case NoBound:
-		return "NoBound"
-	case BoundMin:
-		return "BoundMin"
-	case BoundMax:
-		return "BoundMax"
-	case BoundResolution:
-		return "BoundResolution"
-	case BoundRate:
-		return "BoundRate"
-	case BoundPeriod:
-		return "BoundPeriod"
-	}
-	return fmt.Sprintf("Bound(%d)", int(b))
 }
 
 // Error reads "ratekeeper: invalid policy: TokenBucket RefillRate must be
@@ -145,15 +102,15 @@ func policyError(policy, field, format string, args ...any) error {
 }
 
 // boundError returns a *PolicyError for a bound broken.
-func boundError(policy, field string, bound Bound, limit float64, format string, args ...any) error {
+func boundError(policy, field string, bound driver.Bound, limit float64, format string, args ...any) error {
 	return &PolicyError{Policy: policy, Field: field, Reason: fmt.Sprintf(format, args...), Bound: bound, Limit: limit}
 }
 
 // rangeError returns the *PolicyError of n outside lo..hi.
 func rangeError(policy, field string, lo, hi, n int64) error {
-	bound, limit := BoundMin, lo
+	bound, limit := driver.BoundMin, lo
 	if n > hi {
-		bound, limit = BoundMax, hi
+		bound, limit = driver.BoundMax, hi
 	}
 	return boundError(policy, field, bound, float64(limit), "must be between %d and %d, got %d", lo, hi, n)
 }
@@ -188,10 +145,10 @@ const unit = driver.Unit
 // that are not positive or have a fraction of a microsecond.
 func micros(policy, field string, d time.Duration) (int64, error) {
 	if d <= 0 {
-		return 0, boundError(policy, field, BoundMin, 0, "must be positive, got %v", d)
+		return 0, boundError(policy, field, driver.BoundMin, 0, "must be positive, got %v", d)
 	}
 	if d%time.Microsecond != 0 {
-		return 0, boundError(policy, field, BoundResolution, 1e-6, "%v is not a whole number of microseconds", d)
+		return 0, boundError(policy, field, driver.BoundResolution, 1e-6, "%v is not a whole number of microseconds", d)
 	}
 	return int64(d / time.Microsecond), nil
 }
@@ -203,15 +160,15 @@ func millionths(policy, field string, x float64) (int64, error) {
 	case math.IsNaN(x):
 		return 0, policyError(policy, field, "must be a positive finite number, got %v", x)
 	case x <= 0:
-		return 0, boundError(policy, field, BoundMin, 0, "must be a positive finite number, got %v", x)
+		return 0, boundError(policy, field, driver.BoundMin, 0, "must be a positive finite number, got %v", x)
 	case math.IsInf(x, 1):
-		return 0, boundError(policy, field, BoundMax, MaxLimit, "must be a positive finite number, got %v", x)
+		return 0, boundError(policy, field, driver.BoundMax, MaxLimit, "must be a positive finite number, got %v", x)
 	case x > MaxLimit:
-		return 0, boundError(policy, field, BoundMax, MaxLimit, "%v is above the maximum %d", x, MaxLimit)
+		return 0, boundError(policy, field, driver.BoundMax, MaxLimit, "%v is above the maximum %d", x, MaxLimit)
 	}
 	fp := int64(math.Round(x * unit))
 	if fp == 0 {
-		return 0, boundError(policy, field, BoundResolution, 1e-6, "%v is below the resolution of 1e-6", x)
+		return 0, boundError(policy, field, driver.BoundResolution, 1e-6, "%v is below the resolution of 1e-6", x)
 	}
 	return fp, nil
 }

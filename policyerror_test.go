@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -69,27 +70,27 @@ func TestPolicyErrorBound(t *testing.T) {
 	tests := []struct {
 		policy ratekeeper.Policy
 		field  string
-		bound  ratekeeper.Bound
+		bound  driver.Bound
 		limit  float64
 	}{
-		{ratekeeper.TokenBucket{RefillRate: 1, RefillInterval: time.Second}, "Capacity", ratekeeper.BoundMin, 1},
-		{ratekeeper.TokenBucket{Capacity: ratekeeper.MaxLimit + 1, RefillRate: 1, RefillInterval: time.Second}, "Capacity", ratekeeper.BoundMax, ratekeeper.MaxLimit},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: -1, RefillInterval: time.Second}, "RefillRate", ratekeeper.BoundMin, 0},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: math.Inf(1), RefillInterval: time.Second}, "RefillRate", ratekeeper.BoundMax, ratekeeper.MaxLimit},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 2e9, RefillInterval: time.Second}, "RefillRate", ratekeeper.BoundMax, ratekeeper.MaxLimit},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1e-7, RefillInterval: time.Second}, "RefillRate", ratekeeper.BoundResolution, 1e-6},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: 1500 * time.Nanosecond}, "RefillInterval", ratekeeper.BoundResolution, 1e-6},
-		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1}, "RefillInterval", ratekeeper.BoundMin, 0},
-		{ratekeeper.TokenBucket{Capacity: ratekeeper.MaxLimit, RefillRate: 1e-6, RefillInterval: time.Second}, "RefillRate", ratekeeper.BoundPeriod, maxPeriod},
-		{ratekeeper.GCRA{Rate: 10, Period: 5 * time.Microsecond, Burst: 1}, "Rate", ratekeeper.BoundRate, 5},
-		{ratekeeper.GCRA{Rate: 1, Period: 300_000_000 * time.Second, Burst: 5}, "Burst", ratekeeper.BoundPeriod, maxPeriod},
-		{ratekeeper.FixedWindow{Window: time.Second}, "Limit", ratekeeper.BoundMin, 1},
-		{ratekeeper.SlidingWindowLog{Limit: ratekeeper.MaxLogLimit + 1, Window: time.Second}, "Limit", ratekeeper.BoundMax, ratekeeper.MaxLogLimit},
-		{ratekeeper.LeakyBucket{Capacity: ratekeeper.MaxLeakyCapacity + 1, LeakRate: 1}, "Capacity", ratekeeper.BoundMax, ratekeeper.MaxLeakyCapacity},
-		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 0}, "LeakRate", ratekeeper.BoundMin, 0},
-		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: math.NaN()}, "LeakRate", ratekeeper.NoBound, 0},
-		{ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1e-8}, "LeakRate", ratekeeper.BoundPeriod, maxPeriod},
-		{ratekeeper.All(), "", ratekeeper.NoBound, 0},
+		{ratekeeper.TokenBucket{RefillRate: 1, RefillInterval: time.Second}, "Capacity", driver.BoundMin, 1},
+		{ratekeeper.TokenBucket{Capacity: ratekeeper.MaxLimit + 1, RefillRate: 1, RefillInterval: time.Second}, "Capacity", driver.BoundMax, ratekeeper.MaxLimit},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: -1, RefillInterval: time.Second}, "RefillRate", driver.BoundMin, 0},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: math.Inf(1), RefillInterval: time.Second}, "RefillRate", driver.BoundMax, ratekeeper.MaxLimit},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 2e9, RefillInterval: time.Second}, "RefillRate", driver.BoundMax, ratekeeper.MaxLimit},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1e-7, RefillInterval: time.Second}, "RefillRate", driver.BoundResolution, 1e-6},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1, RefillInterval: 1500 * time.Nanosecond}, "RefillInterval", driver.BoundResolution, 1e-6},
+		{ratekeeper.TokenBucket{Capacity: 10, RefillRate: 1}, "RefillInterval", driver.BoundMin, 0},
+		{ratekeeper.TokenBucket{Capacity: ratekeeper.MaxLimit, RefillRate: 1e-6, RefillInterval: time.Second}, "RefillRate", driver.BoundPeriod, maxPeriod},
+		{ratekeeper.GCRA{Rate: 10, Period: 5 * time.Microsecond, Burst: 1}, "Rate", driver.BoundRate, 5},
+		{ratekeeper.GCRA{Rate: 1, Period: 300_000_000 * time.Second, Burst: 5}, "Burst", driver.BoundPeriod, maxPeriod},
+		{ratekeeper.FixedWindow{Window: time.Second}, "Limit", driver.BoundMin, 1},
+		{ratekeeper.SlidingWindowLog{Limit: ratekeeper.MaxLogLimit + 1, Window: time.Second}, "Limit", driver.BoundMax, ratekeeper.MaxLogLimit},
+		{ratekeeper.LeakyBucket{Capacity: ratekeeper.MaxLeakyCapacity + 1, LeakRate: 1}, "Capacity", driver.BoundMax, ratekeeper.MaxLeakyCapacity},
+		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: 0}, "LeakRate", driver.BoundMin, 0},
+		{ratekeeper.LeakyBucket{Capacity: 1, LeakRate: math.NaN()}, "LeakRate", driver.NoBound, 0},
+		{ratekeeper.LeakyBucket{Capacity: 10, LeakRate: 1e-8}, "LeakRate", driver.BoundPeriod, maxPeriod},
+		{ratekeeper.All(), "", driver.NoBound, 0},
 	}
 	for _, tt := range tests {
 		_, err := ratekeeper.New(memstore.New(), tt.policy)

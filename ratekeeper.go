@@ -120,14 +120,13 @@ type Result struct {
 // interfaces a store may also implement (several keys at once, charges
 // and refunds), are those of package driver, which holds everything a
 // Store is written with; its Decisions are what a Limiter makes its
-// Results of (see ResultOf).
+// Results of (see Limiter.ResultOf).
 type Store = driver.Store
 
-// ResultOf is the Result of a store's Decision d under spec, as a Limiter
-// makes it, for callers of a Store that bypass a Limiter. A Decision that
-// does not fit spec (an All's without one Outcome per part, or another
-// spec's with Parts) is an error: the store is at fault.
-func ResultOf(spec *driver.ValidSpec, d driver.Decision) (Result, error) {
+// decisionResult is the Result of a store's Decision d under spec. A
+// Decision that does not fit spec (an All's without one Outcome per
+// part, or another spec's with Parts) is an error: the store is at fault.
+func decisionResult(spec *driver.ValidSpec, d driver.Decision) (Result, error) {
 	if d.Parts == nil && !spec.IsAll() {
 		return resultOf(spec, d.Outcome), nil
 	}
@@ -255,6 +254,16 @@ func (l *Limiter) Policy() Policy { return l.policy }
 // Store receives it; middleware reads its Window.
 func (l *Limiter) Spec() *driver.ValidSpec { return l.spec }
 
+// ResultOf is the Result the limiter makes of d, a Decision of its Store
+// under its Spec, for callers that ask the Store themselves: for several
+// keys or limiters in one call (driver.MultiDecider), as ratekeeper-server
+// does. A Decision that does not fit the Spec (an All's without one
+// Outcome per part, or another spec's with Parts) is an error: the store
+// is at fault.
+func (l *Limiter) ResultOf(d driver.Decision) (Result, error) {
+	return decisionResult(l.spec, d)
+}
+
 // Name returns the limiter's name (see WithName).
 func (l *Limiter) Name() string { return l.name }
 
@@ -282,7 +291,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := ResultOf(l.spec, d)
+	res, err := decisionResult(l.spec, d)
 	if err == nil && l.leases != nil {
 		res = l.leases.peek(key, res)
 	}

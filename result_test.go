@@ -16,7 +16,7 @@ func TestResultOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := ratekeeper.ResultOf(one, driver.Decision{Outcome: driver.Outcome{Remaining: 300_000, RetryAfter: 700_000, ResetAfter: 9_700_000}})
+	res, err := testutil.LimiterOf(one).ResultOf(driver.Decision{Outcome: driver.Outcome{Remaining: 300_000, RetryAfter: 700_000, ResetAfter: 9_700_000}})
 	want := ratekeeper.Result{Policy: "api", Limit: 10, Remaining: 0.3, RetryAfter: 700 * time.Millisecond, ResetAfter: 9700 * time.Millisecond}
 	if err != nil || !reflect.DeepEqual(res, want) {
 		t.Errorf("ResultOf one policy = %+v, %v; want %+v", res, err, want)
@@ -32,7 +32,7 @@ func TestResultOf(t *testing.T) {
 		{Allowed: true, Remaining: 2 * driver.Unit, ResetAfter: 0},
 		{Allowed: false, Remaining: 0, RetryAfter: 5_000_000, ResetAfter: 5_000_000},
 	}
-	res, err = ratekeeper.ResultOf(all, all.Decision(parts))
+	res, err = testutil.LimiterOf(all).ResultOf(all.Decision(parts))
 	wantParts := []ratekeeper.Result{
 		{Policy: "second", Allowed: true, Limit: 2, Remaining: 2},
 		{Policy: "minute", Limit: 10, RetryAfter: 5 * time.Second, ResetAfter: 5 * time.Second},
@@ -57,7 +57,7 @@ func TestResultOf(t *testing.T) {
 		{"an All's binding negative", all, driver.Decision{Binding: -1, Parts: parts}},
 		{"one policy's with parts", one, driver.Decision{Parts: parts[:1]}},
 	} {
-		if res, err := ratekeeper.ResultOf(tc.spec, tc.d); err == nil {
+		if res, err := testutil.LimiterOf(tc.spec).ResultOf(tc.d); err == nil {
 			t.Errorf("ResultOf %s = %+v, want an error", tc.name, res)
 		}
 	}

@@ -37,7 +37,7 @@ func init() {
 // at most MaxLogLimit, and returns its Window.
 func checkSlidingWindowLog(s *driver.Spec) (int64, error) {
 	if s.Limit > MaxLogLimit {
-		return 0, boundError("SlidingWindowLog", "Limit", BoundMax, MaxLogLimit, "%d is above %d", s.Limit, MaxLogLimit)
+		return 0, boundError("SlidingWindowLog", "Limit", driver.BoundMax, MaxLogLimit, "%d is above %d", s.Limit, MaxLogLimit)
 	}
 	return checkWindow(s)
 }

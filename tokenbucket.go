@@ -68,7 +68,7 @@ func checkTokenBucket(s *driver.Spec) (int64, error) {
 	}
 	steps := ceilDiv(capacity, rate)
 	if steps > maxPeriodMicros/interval {
-		return 0, boundError("TokenBucket", "RefillRate", BoundPeriod, MaxPeriod.Seconds(), "is too slow: the bucket takes %d refills of %v to fill, longer than %v",
+		return 0, boundError("TokenBucket", "RefillRate", driver.BoundPeriod, MaxPeriod.Seconds(), "is too slow: the bucket takes %d refills of %v to fill, longer than %v",
 			steps, time.Duration(interval)*time.Microsecond, MaxPeriod)
 	}
 	return steps * interval, nil

@@ -175,7 +175,7 @@ func (a Algorithm) Build(values []float64) (ratekeeper.Policy, error) {
 			ns := math.Round(x * float64(time.Second))
 			if math.IsNaN(ns) || math.Abs(ns) >= 1<<63 {
 				return nil, &ratekeeper.PolicyError{Policy: a.Policy, Field: p.Field, Reason: fmt.Sprintf("%v seconds is longer than %v", x, ratekeeper.MaxPeriod),
-					Bound: ratekeeper.BoundMax, Limit: ratekeeper.MaxPeriod.Seconds()}
+					Bound: driver.BoundMax, Limit: ratekeeper.MaxPeriod.Seconds()}
 			}
 			f.SetInt(int64(ns))
 		}

@@ -112,24 +112,24 @@ func CalendarOf(id int64) (Period, *time.Location, bool) {
 	return c.period, c.loc, true
 }
 
-// Bounds are four consecutive ends of a calendar's periods, in
+// PeriodEnds are four consecutive ends of a calendar's periods, in
 // microseconds since the Unix epoch: the period that contains a time t
-// runs from Bounds[1] to Bounds[2]; the one before it from Bounds[0],
-// and the one after it to Bounds[3]. A decision is made in whichever of
+// runs from PeriodEnds[1] to PeriodEnds[2]; the one before it from
+// PeriodEnds[0], and the one after it to PeriodEnds[3]. A decision is made in whichever of
 // the three contains the store's time, so that a store's clock up to a
 // period away from its caller's still finds its period.
-type Bounds [4]int64
+type PeriodEnds [4]int64
 
-// CalendarBounds returns the bounds of calendar id's periods around t
+// CalendarEnds returns the ends of calendar id's periods around t
 // (microseconds since the Unix epoch). Each period starts at midnight,
 // local time, of its first day (or at the first instant of that day,
 // where midnight is skipped), so a day lasts 23 or 25 hours across an
 // offset change, and leap days and months of 28 to 31 days come out
 // exact. It returns false for an unknown id.
-func CalendarBounds(id, t int64) (Bounds, bool) {
+func CalendarEnds(id, t int64) (PeriodEnds, bool) {
 	period, loc, ok := CalendarOf(id)
 	if !ok {
-		return Bounds{}, false
+		return PeriodEnds{}, false
 	}
 	local := time.UnixMicro(t).In(loc)
 	y, m, d := local.Date()
@@ -141,7 +141,7 @@ func CalendarBounds(id, t int64) (Bounds, bool) {
 	case Year:
 		m, d = time.January, 1
 	}
-	var b Bounds
+	var b PeriodEnds
 	for i := range b {
 		k := i - 1
 		var at time.Time
@@ -163,7 +163,7 @@ func CalendarBounds(id, t int64) (Bounds, bool) {
 // Pick returns the start and the end of the period of b that contains
 // now, and false if none does: the store's clock is more than a period
 // away from its caller's.
-func (b Bounds) Pick(now int64) (start, end int64, ok bool) {
+func (b PeriodEnds) Pick(now int64) (start, end int64, ok bool) {
 	for i := range 3 {
 		if b[i] <= now && now < b[i+1] {
 			return b[i], b[i+1], true
@@ -172,7 +172,7 @@ func (b Bounds) Pick(now int64) (start, end int64, ok bool) {
 	return 0, 0, false
 }
 
-// String is the bounds as a script takes them: "b0:b1:b2:b3".
-func (b Bounds) String() string {
+// String is the ends as a script takes them: "b0:b1:b2:b3".
+func (b PeriodEnds) String() string {
 	return fmt.Sprintf("%d:%d:%d:%d", b[0], b[1], b[2], b[3])
 }

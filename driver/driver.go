@@ -97,6 +97,51 @@ const (
 	MaxNameLen = 64
 )
 
+// A Bound is a kind of bound a policy's field must keep, as the root
+// package's PolicyError reports it.
+type Bound int
+
+const (
+	// NoBound is the Bound of an error that is not about a bound.
+	NoBound Bound = iota
+	// BoundMin is broken by a field below its least value, Limit; a Limit
+	// of 0 means that the field must be above 0.
+	BoundMin
+	// BoundMax is broken by a field above its largest value, Limit.
+	BoundMax
+	// BoundResolution is broken by a field finer than it is counted in:
+	// a time that is not a whole number of microseconds, an amount that
+	// rounds to less than a millionth. Limit is the resolution.
+	BoundResolution
+	// BoundRate is broken by a GCRA of more than one request per
+	// microsecond of its Period; Limit is the largest Rate of that Period.
+	BoundRate
+	// BoundPeriod is broken by a policy that takes longer than MaxPeriod
+	// (Limit) to recover from empty: a token bucket's refill, a leaky
+	// bucket's drain, a GCRA's burst. Field is the one to change: a rate
+	// too slow, or a burst too large.
+	BoundPeriod
+)
+
+// String names the bound, as in "BoundMax".
+func (b Bound) String() string {
+	switch b {
+	case NoBound:
+		return "NoBound"
+	case BoundMin:
+		return "BoundMin"
+	case BoundMax:
+		return "BoundMax"
+	case BoundResolution:
+		return "BoundResolution"
+	case BoundRate:
+		return "BoundRate"
+	case BoundPeriod:
+		return "BoundPeriod"
+	}
+	return fmt.Sprintf("Bound(%d)", int(b))
+}
+
 // maxPeriodMicros is MaxPeriod in microseconds.
 const maxPeriodMicros = int64(MaxPeriod / time.Microsecond)
 

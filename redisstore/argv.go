@@ -132,7 +132,7 @@ func batchArgs(calls []*call) []any {
 // appendParams appends the parameters of spec, one policy, to args, in
 // the order every script takes them, for a request at now (or
 // serverClock). A calendar window's last is the bounds of its periods
-// around now, or the local clock (driver.CalendarBounds): the script
+// around now, or the local clock (driver.CalendarEnds): the script
 // decides in the one that contains the time it decides at.
 func appendParams(args []any, spec *driver.ValidSpec, now int64) []any {
 	p := spec.Params()
@@ -140,7 +140,7 @@ func appendParams(args []any, spec *driver.ValidSpec, now int64) []any {
 		if now == serverClock {
 			now = time.Now().UnixMicro()
 		}
-		b, _ := driver.CalendarBounds(p.Cost, now)
+		b, _ := driver.CalendarEnds(p.Cost, now)
 		return append(args, p.Capacity, p.Rate, p.Interval, b.String())
 	}
 	return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)

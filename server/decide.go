@@ -130,7 +130,7 @@ func (s *Service) decideGroup(ctx context.Context, ds []descriptor, idx []int, d
 		}
 	}
 	if len(idx) == 1 {
-		if d, r := &ds[idx[0]], reqs[0]; d.rule.lim != nil && r.Mode == driver.Take && !r.ChargeOver && r.N > 0 {
+		if d, r := &ds[idx[0]], reqs[0]; d.rule.leased && r.Mode == driver.Take && !r.ChargeOver && r.N > 0 {
 			// Alone in its request, a take of a rule with leases is
 			// decided from the rule's lease.
 			res, err := d.rule.lim.AllowN(ctx, r.Key, r.N)
@@ -178,7 +178,7 @@ func (s *Service) decideLeased(ctx context.Context, ds []descriptor, idx []int, 
 		if r := reqs[j]; r.Act() != driver.Take || r.ChargeOver || r.N == 0 {
 			return false, nil
 		}
-		if ds[i].rule.lim != nil {
+		if ds[i].rule.leased {
 			leased = append(leased, j)
 		} else {
 			rest = append(rest, j)
@@ -272,7 +272,7 @@ func (s *Service) chargeFromLeases(ctx context.Context, ds []descriptor, idx []i
 	var left []driver.Request
 	for j, i := range idx {
 		d, r := &ds[i], reqs[j]
-		if d.rule.lim == nil || r.Mode != driver.Charge || r.N == 0 || r.N > d.rule.spec.MaxCost() {
+		if !d.rule.leased || r.Mode != driver.Charge || r.N == 0 || r.N > d.rule.spec.MaxCost() {
 			leftIdx, left = append(leftIdx, i), append(left, r)
 			continue
 		}
@@ -291,7 +291,7 @@ func (s *Service) chargeFromLeases(ctx context.Context, ds []descriptor, idx []i
 
 // record keeps the store's Decision for d, as the descriptor's Result.
 func (s *Service) record(d *descriptor, dec driver.Decision) error {
-	res, err := ratekeeper.ResultOf(d.rule.spec, dec)
+	res, err := d.rule.lim.ResultOf(dec)
 	if err != nil {
 		return err
 	}

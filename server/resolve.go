@@ -204,7 +204,7 @@ func (s *Service) overrideRule(k overrideKey) (*rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: limit override: %w", errInvalidRequest, err)
 	}
-	r.spec = lim.Spec()
+	r.spec, r.lim = lim.Spec(), lim
 	r.setQuotas()
 	s.setFields(r)
 	return r, nil

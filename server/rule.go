@@ -40,9 +40,11 @@ type rule struct {
 	// resets at the end of the current period whatever the state holds.
 	aligned time.Duration
 	metrics *ruleMetrics
-	// lim decides the rule's descriptor's takes from leases; nil for a
-	// rule without leases.
-	lim *ratekeeper.Limiter
+	// lim makes the rule's Results of the store's Decisions; nil for a
+	// rule without a policy (unlimited, or a limit of 0). With leased,
+	// it also decides the descriptor's takes from leases.
+	lim    *ratekeeper.Limiter
+	leased bool
 }
 
 // enforced reports whether the rule denies a request on its own: it is
@@ -91,10 +93,7 @@ func (s *Service) compile(r *config.Rule, l *labelling) (*rule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: rule %s in domain %s: %w", r.Name, r.Domain, err)
 		}
-		c.spec = lim.Spec()
-		if ttl > 0 {
-			c.lim = lim
-		}
+		c.spec, c.lim, c.leased = lim.Spec(), lim, ttl > 0
 		c.setQuotas()
 	}
 	s.setFields(c)

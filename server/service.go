@@ -159,7 +159,7 @@ func (s *Service) Close() error {
 func (snap *snapshot) closeLeases() error {
 	var errs []error
 	for _, r := range snap.rules {
-		if r.lim != nil {
+		if r.leased {
 			errs = append(errs, r.lim.Close())
 		}
 	}

@@ -32,7 +32,7 @@ type config struct {
 }
 
 // calendars are the fixed window's calendar periods, by name.
-var calendars = map[string]ratekeeper.Calendar{
+var calendars = map[string]driver.Period{
 	"day": ratekeeper.Day, "week": ratekeeper.Week, "month": ratekeeper.Month, "year": ratekeeper.Year,
 }
 

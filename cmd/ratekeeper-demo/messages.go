@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/catalog"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // configError is an invalid configuration: what is wrong, in words for
@@ -76,18 +77,18 @@ func policyError(a *algorithm, err error) *configError {
 		return capitalised("", err)
 	}
 	switch pe.Bound {
-	case ratekeeper.BoundMin, ratekeeper.BoundMax:
+	case driver.BoundMin, driver.BoundMax:
 		if f.Kind == kindWhole {
 			return wholeNumberError(f).(*configError)
 		}
-	case ratekeeper.BoundResolution:
+	case driver.BoundResolution:
 		if f.Kind == kindSeconds {
 			return &configError{f.Name, f.Label + " must be a whole number of microseconds: at most 6 decimal places."}
 		}
 		return &configError{f.Name, fmt.Sprintf("%s must be at least %s.", f.Label, strconv.FormatFloat(pe.Limit, 'f', -1, 64))}
-	case ratekeeper.BoundRate:
+	case driver.BoundRate:
 		return &configError{f.Name, f.Label + " must be at most one request per microsecond of the period."}
-	case ratekeeper.BoundPeriod:
+	case driver.BoundPeriod:
 		if f.param.Role == catalog.RoleBurst {
 			return &configError{f.Name, fmt.Sprintf("%s is too large for this rate: a burst must %s within 10 years.", f.Label, a.alg.Recovers)}
 		}

@@ -100,7 +100,7 @@ func (ts *suite) checkLeaseEquivalence(t *testing.T, pc policyCase, seed uint64)
 			if err != nil {
 				t.Fatalf("%s: lease %+v: %v", what, req, err)
 			}
-			got, err := ratekeeper.ResultOf(spec, grant.Decision)
+			got, err := lim.ResultOf(grant.Decision)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -456,7 +456,7 @@ func resultsOf(t testing.TB, store driver.MultiDecider, reqs []driver.Request) (
 	}
 	res := make([]ratekeeper.Result, len(ds))
 	for i, d := range ds {
-		if res[i], err = ratekeeper.ResultOf(reqs[i].Spec, d); err != nil {
+		if res[i], err = testutil.ResultOf(reqs[i].Spec, d); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}

@@ -134,6 +134,27 @@ func SpecOf(p ratekeeper.Policy, opts ...ratekeeper.Option) (*driver.ValidSpec, 
 	return lim.Spec(), nil
 }
 
+// LimiterOf returns a Limiter of spec, over a store that decides
+// nothing: for tests that call stores or the models directly and make
+// Results of their Decisions, as the Limiter does (Limiter.ResultOf).
+func LimiterOf(spec *driver.ValidSpec) *ratekeeper.Limiter {
+	lim, err := ratekeeper.New(noStore{}, specPolicy{spec})
+	if err != nil {
+		panic(err) // spec is valid
+	}
+	return lim
+}
+
+// ResultOf is the Result a Limiter of spec makes of d.
+func ResultOf(spec *driver.ValidSpec, d driver.Decision) (ratekeeper.Result, error) {
+	return LimiterOf(spec).ResultOf(d)
+}
+
+// specPolicy is the Policy of a spec already validated.
+type specPolicy struct{ spec *driver.ValidSpec }
+
+func (p specPolicy) Spec() (driver.Spec, error) { return p.spec.Spec(), nil }
+
 // noStore is the store of SpecOf's Limiter, which decides nothing.
 type noStore struct{}
 
@@ -147,11 +168,12 @@ func (noStore) Reset(context.Context, string, *driver.ValidSpec) error { return 
 // Results every store must return.
 type Model struct {
 	spec   *driver.ValidSpec
+	lim    *ratekeeper.Limiter // makes the Results
 	states [driver.MaxParts]driver.State
 }
 
 // NewModel returns a Model of a fresh key under spec.
-func NewModel(spec *driver.ValidSpec) *Model { return &Model{spec: spec} }
+func NewModel(spec *driver.ValidSpec) *Model { return &Model{spec: spec, lim: LimiterOf(spec)} }
 
 // Decide decides a request of cost n at now, in microseconds, as a
 // Limiter's AllowN does, and returns its Result.
@@ -167,7 +189,7 @@ func (m *Model) DecideMode(now, n int64, mode driver.Mode) ratekeeper.Result {
 		sts[i] = &m.states[i]
 	}
 	d := m.spec.Decide(sts[:max(m.spec.NumParts(), 1)], now, n, mode)
-	res, err := ratekeeper.ResultOf(m.spec, d)
+	res, err := m.lim.ResultOf(d)
 	if err != nil {
 		panic(err) // the models' Decisions fit their spec
 	}
@@ -178,7 +200,7 @@ func (m *Model) DecideMode(now, n int64, mode driver.Mode) ratekeeper.Result {
 // returns the lease taken and the Result of its request.
 func (m *Model) Lease(now int64, req driver.LeaseRequest) (driver.Lease, ratekeeper.Result) {
 	lease, o := m.spec.Lease(&m.states[0], now, req)
-	res, err := ratekeeper.ResultOf(m.spec, driver.Decision{Outcome: o})
+	res, err := m.lim.ResultOf(driver.Decision{Outcome: o})
 	if err != nil {
 		panic(err) // a lease's spec is never an All
 	}
@@ -202,7 +224,7 @@ func (m *Model) String() string {
 // Step runs the model of spec, a spec other than an All, on st, as a
 // Limiter's AllowN does, and returns its Result.
 func Step(spec *driver.ValidSpec, st *driver.State, now, n int64) ratekeeper.Result {
-	res, err := ratekeeper.ResultOf(spec, driver.Decision{Outcome: spec.Step(st, now, n, driver.Take)})
+	res, err := ResultOf(spec, driver.Decision{Outcome: spec.Step(st, now, n, driver.Take)})
 	if err != nil {
 		panic(err) // an All's Decision has Parts
 	}

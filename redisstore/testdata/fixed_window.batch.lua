@@ -113,7 +113,7 @@ end
 -- Parameters: limit, aligned (1 for windows aligned to the epoch, 2 for
 -- calendar periods, else 0), window (µs; a calendar period's longest),
 -- and for calendar periods, bounds: "b0:b1:b2:b3", four consecutive ends
--- of periods around the caller's clock (driver.Bounds), of which the
+-- of periods around the caller's clock (driver.PeriodEnds), of which the
 -- window is the period that contains now.
 
 -- fw_at returns the count, the start and the end of the window at now,

@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/driver"
 )
 
 // Entry is one key/value pair of a request's descriptor.
@@ -230,7 +231,7 @@ type Limit struct {
 	// (DAY, WEEK, MONTH or YEAR): the windows are calendar periods in
 	// Location (time_zone; nil is UTC), not envoy's fixed lengths. 0
 	// otherwise.
-	Calendar ratekeeper.Calendar
+	Calendar driver.Period
 	// Location is the time zone of calendar periods.
 	Location *time.Location
 	// Policy is the ratekeeper policy that decides this limit: envoy's

@@ -300,7 +300,7 @@ func (b *builder) limit(m *yaml.Node, fs map[string]*field, path string, named b
 }
 
 // calendarUnits are the units of a calendar window, by envoy's names.
-var calendarUnits = map[string]ratekeeper.Calendar{
+var calendarUnits = map[string]driver.Period{
 	"DAY": ratekeeper.Day, "WEEK": ratekeeper.Week, "MONTH": ratekeeper.Month, "YEAR": ratekeeper.Year,
 }
 
