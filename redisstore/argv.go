@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/driver"
@@ -116,32 +117,61 @@ func (r *request) leaseArgs() []any {
 }
 
 // batchArgs is batch.lua's ARGV for calls of single.lua, of one store and
-// so of one expiry slack: the slack, then each request's cost, time,
-// parameters and mode.
+// so of one expiry slack: the slack, the number of distinct parameter
+// sets, each set, then each request's cost, time, set (from 1) and mode.
 func batchArgs(calls []*call) []any {
 	_, slack := calls[0].req.clock()
-	args := append(make([]any, 0, 1+7*len(calls)), slack)
-	for _, c := range calls {
+	sets := make([]params, 0, 1)
+	set := make([]int, len(calls))
+	for i, c := range calls {
+		p := paramsOf(c.req.parts[0].spec, c.req.now)
+		j := slices.Index(sets, p)
+		if j < 0 {
+			j, sets = len(sets), append(sets, p)
+		}
+		set[i] = j + 1
+	}
+	args := append(make([]any, 0, 2+4*len(sets)+4*len(calls)), slack, len(sets))
+	for _, p := range sets {
+		args = p.append(args)
+	}
+	for i, c := range calls {
 		now, _ := c.req.clock()
-		p := c.req.parts[0]
-		args = append(appendParams(append(args, p.n, now), p.spec, c.req.now), int(c.req.mode))
+		args = append(args, c.req.parts[0].n, now, set[i], int(c.req.mode))
 	}
 	return args
 }
 
-// appendParams appends the parameters of spec, one policy, to args, in
-// the order every script takes them, for a request at now (or
-// serverClock). A calendar window's last is the bounds of its periods
+// params are a policy's parameters as the scripts take them, in order.
+type params struct {
+	capacity, rate, interval int64
+	cost                     any // an int64, or a calendar window's ends
+}
+
+// paramsOf is the parameters of spec, one policy, for a request at now
+// (or serverClock). A calendar window's cost is the ends of its periods
 // around now, or the local clock (driver.CalendarEnds): the script
 // decides in the one that contains the time it decides at.
-func appendParams(args []any, spec *driver.ValidSpec, now int64) []any {
+func paramsOf(spec *driver.ValidSpec, now int64) params {
 	p := spec.Params()
 	if p.Rate == driver.AlignCalendar && spec.Algorithm() == driver.AlgorithmFixedWindow {
 		if now == serverClock {
 			now = time.Now().UnixMicro()
 		}
 		b, _ := driver.CalendarEnds(p.Cost, now)
-		return append(args, p.Capacity, p.Rate, p.Interval, b.String())
+		return params{p.Capacity, p.Rate, p.Interval, b.String()}
 	}
-	return append(args, p.Capacity, p.Rate, p.Interval, p.Cost)
+	return params{p.Capacity, p.Rate, p.Interval, p.Cost}
+}
+
+// append appends p to args.
+func (p params) append(args []any) []any {
+	return append(args, p.capacity, p.rate, p.interval, p.cost)
+}
+
+// appendParams appends the parameters of spec, one policy, to args, in
+// the order every script takes them, for a request at now (or
+// serverClock).
+func appendParams(args []any, spec *driver.ValidSpec, now int64) []any {
+	return paramsOf(spec, now).append(args)
 }

@@ -27,6 +27,18 @@ var batchPolicies = []ratekeeper.Policy{
 	ratekeeper.LeakyBucket{Capacity: 3, LeakRate: 10},
 }
 
+// batchSiblings are a second policy of each algorithm, of other
+// parameters: in one batch beside batchPolicies' own, a second parameter
+// set.
+var batchSiblings = map[string]ratekeeper.Policy{
+	driver.AlgorithmTokenBucket:          ratekeeper.TokenBucket{Capacity: 5, RefillRate: 2, RefillInterval: 150 * time.Millisecond},
+	driver.AlgorithmGCRA:                 ratekeeper.GCRA{Rate: 20, Period: time.Second, Burst: 5},
+	driver.AlgorithmFixedWindow:          ratekeeper.FixedWindow{Limit: 5, Window: 2 * time.Second},
+	driver.AlgorithmSlidingWindowLog:     ratekeeper.SlidingWindowLog{Limit: 5, Window: 2 * time.Second},
+	driver.AlgorithmSlidingWindowCounter: ratekeeper.SlidingWindowCounter{Limit: 5, Window: 2 * time.Second},
+	driver.AlgorithmLeakyBucket:          ratekeeper.LeakyBucket{Capacity: 5, LeakRate: 20},
+}
+
 // newCall builds the call that Decide would send.
 func newCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n int64, sent time.Time) *call {
 	return newModeCall(t, s, spec, key, n, driver.Take, sent)
@@ -44,13 +56,18 @@ func newModeCall(t *testing.T, s *Store, spec *driver.ValidSpec, key string, n i
 }
 
 // TestBatchDecidesLikeSingleCalls sends rounds of requests, charges and
-// refunds over a few keys as combined batches to one store, and one by one
+// refunds over a few keys, under a policy and a sibling of its algorithm
+// (two parameter sets), as combined batches to one store, and one by one
 // to another, on the same clocks: every Result must be the same, and each
 // round one script call.
 func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 	client := redistest.Client(t)
 	for _, p := range batchPolicies {
 		spec, err := testutil.SpecOf(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sibling, err := testutil.SpecOf(batchSiblings[spec.Algorithm()], ratekeeper.WithName("sibling"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +78,7 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 			single := New(client, WithKeyPrefix(redistest.Prefix(t)), clock)
 			r := rand.New(rand.NewPCG(3, 4))
 			keys := []string{"a", "b", "c"}
-			allowed, denied := 0, 0
+			allowed, denied, mixed := 0, 0, 0
 			for round := range 40 {
 				now = now.Add(time.Duration(r.IntN(150)) * time.Millisecond)
 				var calls, want []*call
@@ -73,8 +90,15 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					if mode == driver.Charge {
 						n = int64(r.IntN(7))
 					}
+					spec := spec
+					if r.IntN(3) == 0 {
+						spec = sibling
+					}
 					calls = append(calls, newModeCall(t, batched, spec, key, n, mode, now))
 					want = append(want, newModeCall(t, single, spec, key, n, mode, now))
+				}
+				if a := batchArgs(calls); a[1] == 2 {
+					mixed++
 				}
 				if g := groupCalls(calls, true); len(g) != 1 {
 					t.Fatalf("round %d: %d calls made %d script calls, want 1", round, len(calls), len(g))
@@ -85,8 +109,8 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					if c.err != nil || want[i].err != nil {
 						t.Fatalf("round %d, call %d: batched error %v, single error %v", round, i, c.err, want[i].err)
 					}
-					got, err1 := parseReply(spec, c.reply)
-					exp, err2 := parseReply(spec, want[i].reply)
+					got, err1 := parseReply(c.req.parts[0].spec, c.reply)
+					exp, err2 := parseReply(c.req.parts[0].spec, want[i].reply)
 					if err1 != nil || err2 != nil || !reflect.DeepEqual(got, exp) {
 						t.Fatalf("round %d, call %d (%s, cost %v): batched %+v (%v), single %+v (%v)",
 							round, i, c.keys[0], c.req.parts[0].n, got, err1, exp, err2)
@@ -98,8 +122,8 @@ func TestBatchDecidesLikeSingleCalls(t *testing.T) {
 					}
 				}
 			}
-			if allowed == 0 || denied == 0 {
-				t.Fatalf("%d allowed, %d denied: one branch untested", allowed, denied)
+			if allowed == 0 || denied == 0 || mixed == 0 {
+				t.Fatalf("%d allowed, %d denied, %d rounds of both policies: a case untested", allowed, denied, mixed)
 			}
 		})
 	}
@@ -183,7 +207,8 @@ func TestGroupCalls(t *testing.T) {
 		if batch := g.script == g.calls[0].alg.batch; batch != (len(g.calls) > 1) {
 			t.Errorf("a group of %d calls: batch script %t", len(g.calls), batch)
 		}
-		if len(g.calls) > 1 && len(g.args) != 1+len(g.calls)*7 {
+		// One spec: the slack, one parameter set, four values per call.
+		if len(g.calls) > 1 && len(g.args) != 2+4+len(g.calls)*4 {
 			t.Errorf("a group of %d calls has %d ARGV", len(g.calls), len(g.args))
 		}
 	}

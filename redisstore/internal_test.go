@@ -96,10 +96,23 @@ func TestArgv(t *testing.T) {
 		t.Errorf("single.lua on a supplied clock skewed by 90 s: %v, want %v", got, want)
 	}
 	three := server.call(context.Background(), tbAlg, "j", tb, 1, driver.Charge, at)
-	want = []any{serverClockSlack, int64(3), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Take),
-		int64(1), "", p.Capacity, p.Rate, p.Interval, p.Cost, int(driver.Charge)}
+	want = []any{serverClockSlack, 1, p.Capacity, p.Rate, p.Interval, p.Cost,
+		int64(3), "", 1, int(driver.Take), int64(1), "", 1, int(driver.Charge)}
 	if got := batchArgs([]*call{one, three}); !reflect.DeepEqual(got, want) {
-		t.Errorf("batch.lua: %v, want %v", got, want)
+		t.Errorf("batch.lua, one parameter set: %v, want %v", got, want)
+	}
+	// Another spec of the same algorithm is a second set; a third call
+	// under the first spec shares its set.
+	other, err := testutil.SpecOf(ratekeeper.TokenBucket{Capacity: 7, RefillRate: 1, RefillInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := other.Params()
+	four := server.call(context.Background(), tbAlg, "i", other, 2, driver.Take, at)
+	want = []any{serverClockSlack, 2, p.Capacity, p.Rate, p.Interval, p.Cost, o.Capacity, o.Rate, o.Interval, o.Cost,
+		int64(3), "", 1, int(driver.Take), int64(2), "", 2, int(driver.Take), int64(1), "", 1, int(driver.Charge)}
+	if got := batchArgs([]*call{one, four, three}); !reflect.DeepEqual(got, want) {
+		t.Errorf("batch.lua, two parameter sets: %v, want %v", got, want)
 	}
 	c := supplied.call(context.Background(), allScript, "k", all, 2, driver.Refund, at)
 	want = []any{at.UnixMicro(), suppliedClockSlack, int(driver.Refund), tb.Algorithm(), int64(2), p.Capacity, p.Rate, p.Interval, p.Cost,

@@ -387,7 +387,8 @@ func groupCalls(batch []*call, combine bool) []group {
 	return groups
 }
 
-// deliver hands each call of g its reply from cmd, or its error.
+// deliver hands each call of g its reply from cmd, or its error. A
+// batch's reply is flat, four values per call (batch.lua).
 func (g *group) deliver(cmd *redis.Cmd) {
 	reply, err := cmd.Result()
 	if len(g.calls) == 1 {
@@ -395,7 +396,7 @@ func (g *group) deliver(cmd *redis.Cmd) {
 		return
 	}
 	replies, ok := reply.([]any)
-	if err == nil && (!ok || len(replies) != len(g.calls)) {
+	if err == nil && (!ok || len(replies) != 4*len(g.calls)) {
 		err = fmt.Errorf("%w: %v", errReply, reply)
 	}
 	for i, c := range g.calls {
@@ -405,10 +406,10 @@ func (g *group) deliver(cmd *redis.Cmd) {
 		}
 		// A request's failure is a string (batch.lua): no client reads
 		// it as an error reply, which go-redis would stop the array at.
-		if msg, ok := replies[i].(string); ok {
+		if msg, ok := replies[4*i].(string); ok {
 			c.err = replyError(msg)
 		} else {
-			c.reply = replies[i]
+			c.reply = replies[4*i : 4*i+4 : 4*i+4]
 		}
 	}
 }

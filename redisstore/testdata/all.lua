@@ -388,8 +388,9 @@ end
 -- others, each expired one having held its units until it expired.
 local function gcra_retry(now, tat, need, burst, interval, live)
   local tolerance = burst * interval
+  if not live then return math.max(now, tat + need * interval - tolerance) end
   local held, from = holds_units(live), now
-  for _, h in ipairs(live or {}) do
+  for _, h in ipairs(live) do
     local at = math.max(from, tat + need * interval - tolerance)
     if held <= burst - need and at < h[1] then return at end
     tat = math.max(tat, h[1] + held * interval)
@@ -596,28 +597,32 @@ local function lb_max_debt(rate, unit)
   return math.max(math.min(muldiv(rate, 315360000000000, unit), 1000000000), 1)
 end
 
+-- lb_fits returns how long before a bucket is empty need ticks fit in
+-- it, with spare ticks: 0 for need 0, an empty bucket.
+local function lb_fits(need, spare, capacity, rate)
+  if need == 0 then return 0 end
+  return math.floor((capacity - need + spare) / rate)
+end
+
 -- lb_when returns the earliest time, from now, at which need ticks fit
 -- in the bucket, if nothing else happens: once it has drained enough, and
 -- enough holds have expired for need to fit beside the others, each
 -- expired one having kept the level up until it expired. With need 0, it
 -- is when the bucket is empty.
 local function lb_when(now, empty, spare, need, live, capacity, rate, unit)
+  if not live then return math.max(now, empty - lb_fits(need, spare, capacity, rate)) end
   local held, from = holds_units(live) * unit, now
-  local function fits()
-    if need == 0 then return 0 end
-    return math.floor((capacity - need + spare) / rate)
-  end
-  for _, h in ipairs(live or {}) do
+  for _, h in ipairs(live) do
     -- An empty bucket waits for every hold to expire.
     if need > 0 and held + need <= capacity then
-      local at = math.max(from, empty - fits())
+      local at = math.max(from, empty - lb_fits(need, spare, capacity, rate))
       if at < h[1] then return at end
     end
     empty, spare = lb_hold(empty, spare, h[1], held, rate)
     held = held - h[2] * unit
     from = h[1]
   end
-  return math.max(from, empty - fits())
+  return math.max(from, empty - lb_fits(need, spare, capacity, rate))
 end
 
 -- lb_outcome is the answer for a bucket empty at empty with spare ticks
@@ -1126,8 +1131,9 @@ end
 -- enough holds have expired for need to fit beside the others. With need
 -- the capacity, it is when the bucket is full again.
 local function tb_when(now, tokens, last, need, live, capacity, rate, interval)
+  if not live then return math.max(now, tb_fills(tokens, last, need, rate, interval)) end
   local held, from = holds_units(live) * 1000000, now
-  for _, h in ipairs(live or {}) do
+  for _, h in ipairs(live) do
     if need <= capacity - held then
       local at = math.max(from, tb_fills(tokens, last, need, rate, interval))
       if at < h[1] then return at end

@@ -223,8 +223,9 @@ end
 -- others, each expired one having held its units until it expired.
 local function gcra_retry(now, tat, need, burst, interval, live)
   local tolerance = burst * interval
+  if not live then return math.max(now, tat + need * interval - tolerance) end
   local held, from = holds_units(live), now
-  for _, h in ipairs(live or {}) do
+  for _, h in ipairs(live) do
     local at = math.max(from, tat + need * interval - tolerance)
     if held <= burst - need and at < h[1] then return at end
     tat = math.max(tat, h[1] + held * interval)

@@ -232,8 +232,9 @@ end
 -- enough holds have expired for need to fit beside the others. With need
 -- the capacity, it is when the bucket is full again.
 local function tb_when(now, tokens, last, need, live, capacity, rate, interval)
+  if not live then return math.max(now, tb_fills(tokens, last, need, rate, interval)) end
   local held, from = holds_units(live) * 1000000, now
-  for _, h in ipairs(live or {}) do
+  for _, h in ipairs(live) do
     if need <= capacity - held then
       local at = math.max(from, tb_fills(tokens, last, need, rate, interval))
       if at < h[1] then return at end
