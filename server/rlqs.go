@@ -284,20 +284,13 @@ func (b *streamBucket) measure(now time.Time, every time.Duration) bool {
 	}
 	b.demand = int64(min(float64(b.requests)*float64(b.rule.Unit)/float64(elapsed), quotas.MaxDemand))
 	b.requests, b.measured = 0, now
-	if b.stepped >= 0 && 8*abs64(b.demand-b.stepped) <= b.stepped {
+	if b.stepped >= 0 && quotas.Near(b.demand, b.stepped) {
 		return false
 	}
 	if b.shifted.IsZero() {
 		b.shifted = now
 	}
 	return true
-}
-
-func abs64(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // config is the configuration in use, if any, and domain's label.

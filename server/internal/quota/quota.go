@@ -227,8 +227,7 @@ func (s *State) Step(r Rule, req Request, now int64) Grant {
 	}
 
 	refreshable := h.end > now && now+req.Slack < h.sent+h.ttl
-	near := 8*abs(target-h.cur.Rate) <= h.cur.Rate
-	if refreshable && near && (target >= h.cur.Rate || s.short <= now) {
+	if refreshable && Near(target, h.cur.Rate) && (target >= h.cur.Rate || s.short <= now) {
 		return s.refresh(h, req, now)
 	}
 	rate := min(target, assignable-others.Rate)
@@ -279,9 +278,12 @@ func (s *State) expires(r Rule, now int64) int64 {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
+// Near reports whether x is within an eighth of ref: close enough that
+// a share, or the demand it was stepped for, is left as it is.
+func Near(x, ref int64) bool {
+	d := x - ref
+	if d < 0 {
+		d = -d
 	}
-	return x
+	return 8*d <= ref
 }
