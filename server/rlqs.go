@@ -118,8 +118,11 @@ const (
 type streamBucket struct {
 	idKey string // its key in the stream's buckets
 	proto *rlqsv3.BucketId
-	rule  *config.QuotaBucket
-	key   string
+	// rule is its quota bucket under cfg, the configuration it was
+	// resolved in, and key its state's key; nil and "" when none matches.
+	cfg  *config.Config
+	rule *config.QuotaBucket
+	key  string
 	// requests are those reported (allowed + denied) since measured,
 	// when its demand was last measured.
 	requests int64
@@ -265,11 +268,17 @@ func markDue(due []*streamBucket, b *streamBucket) []*streamBucket {
 	return append(due, b)
 }
 
-// resolve finds b's quota bucket in cfg.
+// resolve finds b's quota bucket in cfg, once per configuration.
 func (b *streamBucket) resolve(cfg *config.Config, domain string) {
-	b.rule, b.key = nil, ""
-	if cfg != nil {
-		b.rule, b.key = cfg.QuotaBucket(domain, b.proto.GetBucket())
+	if cfg == b.cfg {
+		return // a new bucket's nil rule is nil cfg's too
+	}
+	b.cfg, b.rule, b.key = cfg, nil, ""
+	if cfg == nil {
+		return
+	}
+	if rule, key := cfg.QuotaBucket(domain, b.proto.GetBucket()); rule != nil {
+		b.rule, b.key = rule, "rlqs:"+domain+":"+key
 	}
 }
 
@@ -329,7 +338,7 @@ func (s *quotaStream) assign(ctx context.Context, bs []*streamBucket) (*rlqsv3.R
 		switch {
 		case b.rule != nil:
 			stepped = append(stepped, b)
-			steps = append(steps, quotas.Step{Key: "rlqs:" + domain + ":" + b.key, Rule: b.rule.Rule(),
+			steps = append(steps, quotas.Step{Key: b.key, Rule: b.rule.Rule(),
 				Request: quotas.Request{Holder: s.holder, Demand: b.demand, TTL: q.opts.TTL.Milliseconds(), Slack: q.opts.Slack.Milliseconds()}})
 		case q.opts.Unmatched == Abandon:
 			resp.BucketAction = append(resp.BucketAction, &rlqsv3.RateLimitQuotaResponse_BucketAction{
