@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	quotas "github.com/ratekeeper/ratekeeper/server/internal/quota"
 	"github.com/ratekeeper/ratekeeper/server/internal/quotafilter"
@@ -160,19 +161,14 @@ func quotaFleet(t *testing.T, fleet []fleetEnvoy, client func(i int) rlqsv3.Rate
 	// The service counts holds on the wall clock (Redis's, or the
 	// process's UnixMilli), the Envoys and the oracle on the monotonic
 	// one: a step of the wall clock voids the run.
-	if now := time.Now(); (now.Round(0).Sub(begin.Round(0)) - now.Sub(begin)).Abs() > time.Millisecond {
+	if testutil.WallDrift(begin).Abs() > time.Millisecond {
 		t.Skip("the wall clock moved against the monotonic one during the run")
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(times, time.Time.Compare)
-	level, last := rate, begin
-	for i, at := range times {
-		level = min(rate, level+rate*at.Sub(last).Seconds())
-		last = at
-		if level--; level < -1e-6 {
-			t.Fatalf("admission %d at %v: past the rule's bound (burst 10,000 + 10,000/s)", i, at.Sub(begin))
-		}
+	if _, i := quotafilter.PastTheBound(times, rate, begin); i >= 0 {
+		t.Fatalf("admission %d at %v: past the rule's bound (burst 10,000 + 10,000/s)", i, times[i].Sub(begin))
 	}
 	per := make([]int, int(d/time.Second))
 	for _, at := range times {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/testutil"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -72,7 +73,7 @@ func TestAccuracy(t *testing.T) {
 			for attempt := 1; ; attempt++ {
 				start := time.Now()
 				r = hammer(t, a.policy, dur)
-				drift := wallDrift(start)
+				drift := testutil.WallDrift(start)
 				if drift.Abs() <= time.Millisecond {
 					break
 				}
@@ -113,13 +114,6 @@ func TestAccuracy(t *testing.T) {
 		})
 	}
 	t.Logf("summary:\n%s", strings.Join(rows, "\n"))
-}
-
-// wallDrift is how far the wall clock, which Redis reads, has moved
-// against the monotonic one since start.
-func wallDrift(start time.Time) time.Duration {
-	now := time.Now()
-	return now.Round(0).Sub(start.Round(0)) - now.Sub(start)
 }
 
 // run is what hammer saw.

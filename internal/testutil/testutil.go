@@ -55,6 +55,15 @@ func (c *Clock) Set(t time.Time) {
 // with, for failure messages.
 func (c *Clock) Elapsed() time.Duration { return c.Now().Sub(c.start) }
 
+// WallDrift is how far the wall clock (which Redis reads) has moved
+// against the monotonic one since start: a test that compares times on
+// both is void when it is not about zero, as after a step of the wall
+// clock.
+func WallDrift(start time.Time) time.Duration {
+	now := time.Now()
+	return now.Round(0).Sub(start.Round(0)) - now.Sub(start)
+}
+
 // SyncBuffer collects output written from several goroutines, such as a
 // logger's or a child process's stdout and stderr, while the test reads
 // it.

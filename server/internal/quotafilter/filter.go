@@ -215,3 +215,23 @@ func Offer(ctx context.Context, seed uint64, demand func(time.Time) float64, do 
 		}
 	}
 }
+
+// PastTheBound replays admissions, sorted, through the rule's own token
+// bucket, rate per second with a burst of rate, full at begin: it returns
+// how many found it empty, past the rule's bound (burst + rate × window)
+// in some window, and the first of them, -1 for none.
+func PastTheBound(times []time.Time, rate float64, begin time.Time) (n, first int) {
+	first = -1
+	level, last := rate, begin
+	for i, at := range times {
+		level = min(rate, level+rate*at.Sub(last).Seconds())
+		last = at
+		if level--; level < -1e-6 {
+			if n++; first < 0 {
+				first = i
+			}
+			level = 0
+		}
+	}
+	return n, first
+}

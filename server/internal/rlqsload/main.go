@@ -132,17 +132,10 @@ func runQuota(client rlqsv3.RateLimitQuotaServiceClient, weights []float64, rate
 	}
 	wg.Wait()
 	slices.SortFunc(run.times, time.Time.Compare)
-	// The rule's own token bucket, replayed: every admission past it is
-	// past the bound; and the most in any 1 s window.
-	level, last := rate, begin
+	run.excess, _ = quotafilter.PastTheBound(run.times, rate, begin)
+	// The most in any 1 s window.
 	var steady int
 	for i, at := range run.times {
-		level = min(rate, level+rate*at.Sub(last).Seconds())
-		last = at
-		if level--; level < -1e-6 {
-			run.excess++
-			level = 0
-		}
 		j, _ := slices.BinarySearchFunc(run.times, at.Add(time.Second), time.Time.Compare)
 		run.window = max(run.window, j-i)
 		if at.Sub(begin) >= 2*time.Second {
