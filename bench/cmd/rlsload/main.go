@@ -61,6 +61,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratekeeper/ratekeeper/bench/internal/measure"
+	"github.com/ratekeeper/ratekeeper/internal/procstat"
 )
 
 // target is one service under test.
@@ -506,7 +507,7 @@ func targetCPU(t target) (float64, error) {
 	if t.pid == 0 {
 		return 0, errors.New("no pid")
 	}
-	return measure.ProcessCPU(t.pid)
+	return procstat.CPU(t.pid)
 }
 
 // redisCounts are Redis's counters at one moment.

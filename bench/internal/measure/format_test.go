@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -66,19 +65,5 @@ func TestParseInfoNumbers(t *testing.T) {
 	}
 	if f["total_commands_processed"] != 42 || f["total_reads_processed"] != 7 || len(f) != 2 {
 		t.Errorf("ParseInfoNumbers = %v", f)
-	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	line := "1234 (a b) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 8 0 100 1000000 2000 18446744073709551615\n"
-	us, err := parseProcStat(line)
-	if err != nil || us != 3e6 {
-		t.Errorf("parseProcStat = %v, %v; want 3e6 µs (300 ticks)", us, err)
-	}
-	if _, err := parseProcStat("1234 (x) S 1"); err == nil {
-		t.Error("a short line: no error")
-	}
-	if us, err := ProcessCPU(os.Getpid()); err != nil || us < 0 {
-		t.Errorf("ProcessCPU(self) = %v, %v", us, err)
 	}
 }

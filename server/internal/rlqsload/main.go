@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ratekeeper/ratekeeper/internal/procstat"
 	"github.com/ratekeeper/ratekeeper/server/internal/quotafilter"
 )
 
@@ -190,21 +189,11 @@ func runRLS(client rlsv3.RateLimitServiceClient, weights []float64, rate float64
 }
 
 // processCPU is pid's CPU time, user and system, in µs (Linux); 0
-// without a pid.
+// without a pid or when /proc cannot tell.
 func processCPU(pid int) float64 {
 	if pid <= 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3 on
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) * 1e6 / 100 // USER_HZ
+	us, _ := procstat.CPU(pid)
+	return us
 }
