@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"testing"
-	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
@@ -33,13 +32,8 @@ func quotaRoundTrip(ctx context.Context, conn *grpc.ClientConn) error {
 // askQuota is quotaRoundTrip over a new plaintext connection to addr.
 func askQuota(t *testing.T, addr string) error {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	conn, ctx, done := dial(t, addr, insecure.NewCredentials())
+	defer done()
 	return quotaRoundTrip(ctx, conn)
 }
 

@@ -17,11 +17,11 @@ import (
 	"github.com/ratekeeper/ratekeeper/server/internal/certs/certstest"
 )
 
-// dialTLS is a new TLS connection to addr, a context for its calls, and
-// the function that ends both.
-func dialTLS(t *testing.T, addr string, config *tls.Config) (*grpc.ClientConn, context.Context, func()) {
+// dial is a new connection to addr with creds, a context of 5 s for its
+// calls, and the function that ends both.
+func dial(t *testing.T, addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, context.Context, func()) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(config)))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func dialTLS(t *testing.T, addr string, config *tls.Config) (*grpc.ClientConn, c
 // addr, and returns the serial number of the server's certificate.
 func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
 	t.Helper()
-	conn, ctx, done := dialTLS(t, addr, config)
+	conn, ctx, done := dial(t, addr, credentials.NewTLS(config))
 	defer done()
 	var p peer.Peer
 	_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
@@ -54,7 +54,7 @@ func askTLS(t *testing.T, addr string, config *tls.Config) (string, error) {
 // addr and waits for its first answer.
 func askQuotaTLS(t *testing.T, addr string, config *tls.Config) error {
 	t.Helper()
-	conn, ctx, done := dialTLS(t, addr, config)
+	conn, ctx, done := dial(t, addr, credentials.NewTLS(config))
 	defer done()
 	return quotaRoundTrip(ctx, conn)
 }
